@@ -1,0 +1,89 @@
+"""FP8 block-scaled matmul: `C[M, N] = (a * a_scale) @ (b * b_scale).T` (DeepSeek-V3 recipe).
+
+See README.md for the contract. The native op is `ops.gemm(out, a, b, a_scale, b_scale)`, which
+validates everything and writes into `out`; `gemm()` below adds batch flattening and allocation.
+"""
+
+from typing import Optional
+
+import torch
+
+from ._fp8 import SCALE_BLOCK_K, SCALE_BLOCK_N, e4m3fn_to_e4m3fnuz, fp8_max
+from ._ops import add_op_namespace_prefix, ops
+from ._quant import quantize_activation, quantize_weight
+from ._reference import gemm_reference
+
+__all__ = [
+    "SCALE_BLOCK_K",
+    "SCALE_BLOCK_N",
+    "e4m3fn_to_e4m3fnuz",
+    "fp8_max",
+    "gemm",
+    "gemm_reference",
+    "ops",
+    "quantize_activation",
+    "quantize_weight",
+]
+
+
+def gemm(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    a_scale: torch.Tensor,
+    b_scale: torch.Tensor,
+    out: Optional[torch.Tensor] = None,
+    out_dtype: Optional[torch.dtype] = None,
+) -> torch.Tensor:
+    """`(a * a_scale) @ (b * b_scale).T` with float32 accumulation promoted once per 128-K block.
+
+    a:       [..., K] float8_e4m3fn (or float8_e4m3fnuz on ROCm/CPU)
+    b:       [N, K] same FP8 dtype (weight layout)
+    a_scale: [..., ceil(K/128)] float32, one scale per row per 128 K
+    b_scale: [ceil(N/128), ceil(K/128)] float32, one scale per 128 x 128 block of b
+    out:     optional [..., N] result tensor (row stride may be padded, inner stride 1)
+    out_dtype: bfloat16 (default), float16 or float32; defaults to out.dtype when `out` is given.
+
+    Returns the [..., N] result (`out` itself when given). Layouts are read from strides (see README);
+    the call is asynchronous on the current stream and never synchronizes.
+    """
+    if a.dim() < 1:
+        raise ValueError(f"gemm: a must have shape [..., K], got a 0-D tensor")
+    if b.dim() != 2:
+        raise ValueError(f"gemm: b must be a 2-D tensor [N, K], got shape {tuple(b.shape)}")
+    batch = a.shape[:-1]
+    if a_scale.dim() != a.dim() or a_scale.shape[:-1] != batch:
+        raise ValueError(
+            f"gemm: a_scale must have shape [..., ceil(K/128)] with the leading dims of a "
+            f"{tuple(batch)}, got {tuple(a_scale.shape)}"
+        )
+    n = b.shape[0]
+    if out is None:
+        out_2d = torch.empty(a.shape[:-1].numel(), n, dtype=out_dtype or torch.bfloat16, device=a.device)
+        out = out_2d.view(*batch, n)
+    else:
+        if out_dtype is not None and out_dtype != out.dtype:
+            raise TypeError(f"gemm: out_dtype is {out_dtype} but out has dtype {out.dtype}")
+        if out.shape != (*batch, n):
+            raise ValueError(f"gemm: out must have shape {(*batch, n)}, got {tuple(out.shape)}")
+        out_2d = out if out.dim() == 2 else _merge_leading_dims(out)
+    a_2d = a if a.dim() == 2 else a.reshape(-1, a.shape[-1])
+    a_scale_2d = a_scale if a_scale.dim() == 2 else a_scale.reshape(-1, a_scale.shape[-1])
+    ops.gemm(out_2d, a_2d, b, a_scale_2d, b_scale)
+    return out
+
+
+def _merge_leading_dims(out: torch.Tensor) -> torch.Tensor:
+    # The result must land in `out`, so this has to be a view: reshape could silently copy.
+    try:
+        return out.view(-1, out.shape[-1])
+    except RuntimeError:
+        raise ValueError(
+            f"gemm: out's leading dims must be mergeable into one (a view), got shape {tuple(out.shape)} "
+            f"and strides {out.stride()}"
+        ) from None
+
+
+@torch.library.register_fake(add_op_namespace_prefix("gemm"))
+def _gemm_fake(out, a, b, a_scale, b_scale) -> None:
+    # The op only writes into `out`, whose metadata the caller fixed; nothing new to describe.
+    return None
