@@ -1,0 +1,85 @@
+// FP8 E4M3 encodings the CPU backend decodes, as 256-entry fp32 tables built at compile time.
+//
+// Sources:
+//  - e4m3fn: OCP 8-bit Floating Point Specification (OFP8) rev 1.0, table 1: exponent bias 7,
+//    no infinities, S.1111.111 is NaN (0x7F, 0xFF), max normal S.1111.110 = 448, 0x80 is -0,
+//    subnormals (exponent field 0) are mantissa/8 * 2^(1 - bias).
+//  - e4m3fnuz: LLVM APFloat `Float8E4M3FNUZ` (after Graphcore, "8-bit Numerical Formats for Deep
+//    Neural Networks", 2022), the AMD gfx942 FP8 type: exponent bias 8, no infinities, no -0, the
+//    byte 0x80 is the only NaN, max 0x7F = 240.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <limits>
+
+#include "../gemm_launcher.h"
+
+namespace gemm::cpu {
+
+constexpr int kFp8Codes = 256;
+constexpr uint32_t kFp8SignBit = 0x80;
+constexpr uint32_t kFp8MagnitudeMask = 0x7F;
+constexpr int kFp8MantissaBits = 3;
+constexpr uint32_t kFp8MantissaMask = (1u << kFp8MantissaBits) - 1;
+constexpr float kFp8MantissaScale = 1.0f / (1 << kFp8MantissaBits);
+
+struct E4M3Encoding {
+  int exponent_bias;
+  bool magnitude_all_ones_is_nan;  // e4m3fn: S.1111.111
+  bool negative_zero_is_nan;       // e4m3fnuz: 0x80
+};
+
+constexpr E4M3Encoding kE4M3FNEncoding{7, true, false};
+constexpr E4M3Encoding kE4M3FNUZEncoding{8, false, true};
+
+constexpr float exp2_int(int e) {
+  float r = 1.0f;
+  for (; e > 0; --e) r *= 2.0f;
+  for (; e < 0; ++e) r *= 0.5f;
+  return r;
+}
+
+constexpr float decode_e4m3(uint32_t code, E4M3Encoding enc) {
+  const uint32_t magnitude = code & kFp8MagnitudeMask;
+  const bool negative = (code & kFp8SignBit) != 0;
+  if ((enc.magnitude_all_ones_is_nan && magnitude == kFp8MagnitudeMask) ||
+      (enc.negative_zero_is_nan && code == kFp8SignBit)) {
+    return std::numeric_limits<float>::quiet_NaN();
+  }
+  const int exponent = static_cast<int>(magnitude >> kFp8MantissaBits);
+  const float mantissa = static_cast<float>(magnitude & kFp8MantissaMask) * kFp8MantissaScale;
+  // Exponent field 0 is subnormal: no implicit leading 1, same scale as exponent field 1.
+  const float value = exponent == 0 ? mantissa * exp2_int(1 - enc.exponent_bias)
+                                    : (1.0f + mantissa) * exp2_int(exponent - enc.exponent_bias);
+  return negative ? -value : value;
+}
+
+using Fp8Table = std::array<float, kFp8Codes>;
+
+constexpr Fp8Table make_fp8_table(E4M3Encoding enc) {
+  Fp8Table table{};
+  for (int code = 0; code < kFp8Codes; ++code) table[code] = decode_e4m3(code, enc);
+  return table;
+}
+
+inline constexpr Fp8Table kE4M3FNTable = make_fp8_table(kE4M3FNEncoding);
+inline constexpr Fp8Table kE4M3FNUZTable = make_fp8_table(kE4M3FNUZEncoding);
+
+static_assert(kE4M3FNTable[0x7E] == 448.0f && kE4M3FNTable[0xFE] == -448.0f, "e4m3fn max is 448");
+static_assert(kE4M3FNTable[0x01] == exp2_int(-9), "e4m3fn min subnormal is 2^-9");
+static_assert(kE4M3FNTable[0x7F] != kE4M3FNTable[0x7F], "e4m3fn 0x7F is NaN");
+static_assert(kE4M3FNUZTable[0x7F] == 240.0f && kE4M3FNUZTable[0xFF] == -240.0f, "e4m3fnuz max is 240");
+static_assert(kE4M3FNUZTable[0x01] == exp2_int(-10), "e4m3fnuz min subnormal is 2^-10");
+static_assert(kE4M3FNUZTable[0x80] != kE4M3FNUZTable[0x80], "e4m3fnuz 0x80 is NaN");
+
+// nullptr for a format value outside the enum (the caller reports it).
+inline const float* fp8_table(Fp8Format format) {
+  switch (format) {
+    case Fp8Format::kE4M3FN: return kE4M3FNTable.data();
+    case Fp8Format::kE4M3FNUZ: return kE4M3FNUZTable.data();
+  }
+  return nullptr;
+}
+
+}  // namespace gemm::cpu

@@ -1,0 +1,327 @@
+// CPU backend of gemm::gemm_launch (see ../gemm_launcher.h for the contract).
+//
+// Numerics (the recipe, in this order): for every 128-wide K block kb,
+//   partial[m, n] = sum_k decode(A[m, k]) * decode(B[n, k])      (fp32, k ascending, FMA)
+//   acc[m, n]     = acc[m, n] + partial[m, n] * (As[m, kb] * Bs[n / 128, kb])   (fp32)
+// then acc is rounded once to the output format (bf16/fp16: round to nearest even, NaN kept).
+// Every output element is computed by one thread in a fixed order, so results do not depend on
+// the thread count.
+//
+// Blocking: rows are processed in chunks whose A is decoded once into a packed fp32 panel
+// ([row tile][K block][k][kMR]); each task owns a kTileN-column strip of B, decodes one K block of
+// it at a time into a packed panel ([k][kNR] per strip, hot in L1/L2) and reuses it for every row
+// tile of the chunk. The micro-kernel keeps a kMR x kNR partial product in vector registers for one
+// K block, then promotes it into the task's fp32 accumulator tile with the per-row scale.
+#include "../gemm_launcher.h"
+
+#include <ATen/Parallel.h>
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "fp8_formats.h"
+#include "x86_vector_isa.h"
+
+#ifndef _OPENMP
+#warning "gemm CPU backend compiled without -fopenmp: at::parallel_for runs on one thread"
+#endif
+
+namespace gemm::cpu {
+namespace {
+
+// Columns per task. Dividing kScaleBlockN keeps one B scale per (task, K block).
+constexpr int64_t kTileN = 64;
+static_assert(kScaleBlockN % kTileN == 0, "a column tile must not straddle a B scale block");
+
+// Rows whose decoded A is held at once: bounds the workspace for long prefills while decoding
+// each B panel only once per this many rows (B decode cost / FMA cost ~ vector lanes / rows).
+constexpr int64_t kMaxChunkRows = 1024;
+
+// Column tiles per thread below which row tiles are split across tasks too (load balance).
+constexpr int64_t kMinTasksPerThread = 2;
+
+// Vectors per micro-tile row: two independent B loads per k step.
+constexpr int kVectorsPerRow = 2;
+// One register for the broadcast A value.
+constexpr int kBroadcastRegisters = 1;
+
+// Workspace carve-outs start on a cache line so packed panels never split one.
+constexpr size_t kCacheLineBytes = 64;
+
+template <class Isa>
+struct TileConfig {
+  static constexpr int kLanes = Isa::kVectorBytes / static_cast<int>(sizeof(float));
+  static constexpr int kNR = kLanes * kVectorsPerRow;
+  // Rows of the register tile: what is left of the register file after the B vectors and the A
+  // broadcast, kVectorsPerRow accumulators per row.
+  static constexpr int kMR =
+      (Isa::kVectorRegisters - kVectorsPerRow - kBroadcastRegisters) / kVectorsPerRow;
+  static_assert(kTileN % kNR == 0, "a column tile is a whole number of micro-tile strips");
+};
+
+// What every task of one row chunk shares. The packed A layout depends on the selected ISA's kMR.
+struct ChunkPlan {
+  const GemmArgs* args;
+  const float* b_table;
+  int64_t k_blocks;
+  int64_t m_begin;          // first row of the chunk
+  int64_t rows;             // rows in the chunk
+  int64_t row_tiles;        // ceil(rows / row_tile)
+  int64_t n_tiles;          // ceil(n / kTileN)
+  int64_t tiles_per_split;  // row tiles per task
+  const float* a_pack;      // [row_tiles][k_blocks][kScaleBlockK][row_tile]
+};
+
+// Decodes fp8 src[r * stride_row + k * stride_k] (r < valid_rows, k < k_len) into
+// dst[k * padded_rows + r]; rows valid_rows..padded_rows are zero so padded lanes add nothing
+// (and a NaN in one row never reaches another row).
+void decode_panel(const uint8_t* src, int64_t stride_row, int64_t stride_k, int64_t valid_rows,
+                  int64_t padded_rows, int64_t k_len, const float* table, float* dst) {
+  for (int64_t r = 0; r < valid_rows; ++r) {
+    const uint8_t* row = src + r * stride_row;
+    for (int64_t k = 0; k < k_len; ++k) dst[k * padded_rows + r] = table[row[k * stride_k]];
+  }
+  for (int64_t r = valid_rows; r < padded_rows; ++r)
+    for (int64_t k = 0; k < k_len; ++k) dst[k * padded_rows + r] = 0.0f;
+}
+
+// partial = A_panel[k_len x kRows] * B_panel[k_len x kNR] in registers, then
+// acc[i][:] += partial[i][:] * row_scale[i].
+template <class Isa, int kRows>
+inline void micro_kernel(const float* a_panel, const float* b_panel, int64_t k_len, float* acc,
+                         int64_t acc_stride, const float* row_scale) {
+  using Cfg = TileConfig<Isa>;
+  typedef float Vec __attribute__((vector_size(Isa::kVectorBytes)));
+  Vec partial[kRows][kVectorsPerRow] = {};
+  for (int64_t k = 0; k < k_len; ++k) {
+    Vec b[kVectorsPerRow];
+#pragma GCC unroll 4
+    for (int v = 0; v < kVectorsPerRow; ++v)
+      std::memcpy(&b[v], b_panel + k * Cfg::kNR + v * Cfg::kLanes, sizeof(Vec));
+#pragma GCC unroll 16
+    for (int i = 0; i < kRows; ++i) {
+      const float a = a_panel[k * Cfg::kMR + i];
+#pragma GCC unroll 4
+      for (int v = 0; v < kVectorsPerRow; ++v) partial[i][v] += b[v] * a;
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < kRows; ++i) {
+#pragma GCC unroll 4
+    for (int v = 0; v < kVectorsPerRow; ++v) {
+      float* dst = acc + i * acc_stride + v * Cfg::kLanes;
+      Vec c;
+      std::memcpy(&c, dst, sizeof(Vec));
+      c += partial[i][v] * row_scale[i];
+      std::memcpy(dst, &c, sizeof(Vec));
+    }
+  }
+}
+
+// Picks the micro-kernel instantiation for a (possibly partial) row tile.
+template <class Isa, int kRows = TileConfig<Isa>::kMR>
+inline void micro_kernel_rows(int64_t rows, const float* a_panel, const float* b_panel,
+                              int64_t k_len, float* acc, int64_t acc_stride,
+                              const float* row_scale) {
+  if constexpr (kRows > 1) {
+    if (rows < kRows) {
+      micro_kernel_rows<Isa, kRows - 1>(rows, a_panel, b_panel, k_len, acc, acc_stride, row_scale);
+      return;
+    }
+  }
+  micro_kernel<Isa, kRows>(a_panel, b_panel, k_len, acc, acc_stride, row_scale);
+}
+
+template <class T>
+void store_tile(const float* acc, int64_t rows, int64_t cols, T* c, int64_t c_stride_m,
+                int64_t c_stride_n) {
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      c[i * c_stride_m + j * c_stride_n] = static_cast<T>(acc[i * kTileN + j]);
+}
+
+// One task: a kTileN-column strip times a run of row tiles of the chunk, all K blocks.
+// `scratch` holds the decoded B panel then the fp32 accumulator tile.
+template <class Isa>
+inline void run_task(const ChunkPlan& plan, int64_t task, float* scratch) {
+  using Cfg = TileConfig<Isa>;
+  const GemmArgs& g = *plan.args;
+  const int64_t n_tile = task % plan.n_tiles;
+  const int64_t tile_begin = task / plan.n_tiles * plan.tiles_per_split;
+  const int64_t tile_end = std::min(plan.row_tiles, tile_begin + plan.tiles_per_split);
+  if (tile_begin >= tile_end) return;
+  const int64_t row_begin = tile_begin * Cfg::kMR;
+  const int64_t rows = std::min(tile_end * Cfg::kMR, plan.rows) - row_begin;
+  const int64_t n_begin = n_tile * kTileN;
+  const int64_t cols = std::min(kTileN, g.n - n_begin);
+  const int64_t strips = ceil_div(cols, Cfg::kNR);
+
+  float* b_pack = scratch;
+  float* acc = scratch + kTileN * kScaleBlockK;
+  std::fill(acc, acc + rows * kTileN, 0.0f);
+
+  const auto* b_bytes = static_cast<const uint8_t*>(g.b);
+  const float* b_scale_row = g.b_scale + n_begin / kScaleBlockN * g.b_scale_stride_n;
+  for (int64_t kb = 0; kb < plan.k_blocks; ++kb) {
+    const int64_t k_begin = kb * kScaleBlockK;
+    const int64_t k_len = std::min(kScaleBlockK, g.k - k_begin);
+    for (int64_t s = 0; s < strips; ++s) {
+      const int64_t n = n_begin + s * Cfg::kNR;
+      decode_panel(b_bytes + n * g.b_stride_n + k_begin * g.b_stride_k, g.b_stride_n,
+                   g.b_stride_k, std::min<int64_t>(Cfg::kNR, g.n - n), Cfg::kNR, k_len,
+                   plan.b_table, b_pack + s * Cfg::kNR * kScaleBlockK);
+    }
+    const float b_scale = b_scale_row[kb * g.b_scale_stride_k];
+    for (int64_t tile = tile_begin; tile < tile_end; ++tile) {
+      const int64_t r = tile * Cfg::kMR;
+      const int64_t tile_rows = std::min<int64_t>(Cfg::kMR, plan.rows - r);
+      float row_scale[Cfg::kMR];
+      for (int64_t i = 0; i < tile_rows; ++i)
+        row_scale[i] =
+            g.a_scale[(plan.m_begin + r + i) * g.a_scale_stride_m + kb * g.a_scale_stride_k] *
+            b_scale;
+      const float* a_panel = plan.a_pack + (tile * plan.k_blocks + kb) * kScaleBlockK * Cfg::kMR;
+      float* acc_tile = acc + (r - row_begin) * kTileN;
+      for (int64_t s = 0; s < strips; ++s)
+        micro_kernel_rows<Isa>(tile_rows, a_panel, b_pack + s * Cfg::kNR * kScaleBlockK, k_len,
+                               acc_tile + s * Cfg::kNR, kTileN, row_scale);
+    }
+  }
+
+  const int64_t c_offset = (plan.m_begin + row_begin) * g.c_stride_m + n_begin * g.c_stride_n;
+  switch (g.c_format) {
+    case OutFormat::kBF16:
+      store_tile(acc, rows, cols, static_cast<c10::BFloat16*>(g.c) + c_offset, g.c_stride_m,
+                 g.c_stride_n);
+      break;
+    case OutFormat::kFP16:
+      store_tile(acc, rows, cols, static_cast<c10::Half*>(g.c) + c_offset, g.c_stride_m,
+                 g.c_stride_n);
+      break;
+    case OutFormat::kFP32:
+      store_tile(acc, rows, cols, static_cast<float*>(g.c) + c_offset, g.c_stride_m,
+                 g.c_stride_n);
+      break;
+  }
+}
+
+// One entry per ISA: `flatten` inlines the generic body so it is compiled for that target.
+using RunTaskFn = void (*)(const ChunkPlan&, int64_t, float*);
+
+__attribute__((target("avx512f,fma"), flatten)) void run_task_avx512(const ChunkPlan& plan,
+                                                                      int64_t task, float* scratch) {
+  run_task<IsaAvx512>(plan, task, scratch);
+}
+__attribute__((target("avx2,fma"), flatten)) void run_task_avx2(const ChunkPlan& plan, int64_t task,
+                                                                 float* scratch) {
+  run_task<IsaAvx2Fma>(plan, task, scratch);
+}
+__attribute__((flatten)) void run_task_sse2(const ChunkPlan& plan, int64_t task, float* scratch) {
+  run_task<IsaSse2>(plan, task, scratch);
+}
+
+struct IsaPath {
+  RunTaskFn run_task;
+  int64_t row_tile;
+};
+
+template <class Isa>
+constexpr IsaPath make_path(RunTaskFn fn) {
+  return {fn, TileConfig<Isa>::kMR};
+}
+
+IsaPath select_path() {
+  if (__builtin_cpu_supports("avx512f")) return make_path<IsaAvx512>(run_task_avx512);
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    return make_path<IsaAvx2Fma>(run_task_avx2);
+  return make_path<IsaSse2>(run_task_sse2);
+}
+
+size_t round_up(size_t bytes) { return (bytes + kCacheLineBytes - 1) / kCacheLineBytes * kCacheLineBytes; }
+
+std::string format_error(const char* name, int32_t value) {
+  return std::string("gemm (CPU): ") + name + " must be one of the enum values, got " +
+         std::to_string(value);
+}
+
+}  // namespace
+}  // namespace gemm::cpu
+
+namespace gemm {
+
+std::string gemm_launch(const GemmArgs& args, const Workspace& workspace, void* /*stream*/) {
+  using namespace cpu;
+  const float* a_table = fp8_table(args.a_format);
+  if (a_table == nullptr) return format_error("a_format", static_cast<int32_t>(args.a_format));
+  const float* b_table = fp8_table(args.b_format);
+  if (b_table == nullptr) return format_error("b_format", static_cast<int32_t>(args.b_format));
+  if (args.c_format != OutFormat::kBF16 && args.c_format != OutFormat::kFP16 &&
+      args.c_format != OutFormat::kFP32)
+    return format_error("c_format", static_cast<int32_t>(args.c_format));
+
+  static const IsaPath path = select_path();
+  const int64_t k_blocks = ceil_div(args.k, kScaleBlockK);
+  const int64_t chunk_rows = std::max<int64_t>(1, kMaxChunkRows / path.row_tile) * path.row_tile;
+  const int64_t max_row_tiles = ceil_div(std::min(args.m, chunk_rows), path.row_tile);
+  const int64_t n_tiles = ceil_div(args.n, kTileN);
+  const int64_t threads = std::max<int64_t>(1, at::get_num_threads());
+
+  // Workspace: the packed A of one chunk, then one (B panel + accumulator) scratch per slot.
+  const size_t a_pack_bytes =
+      round_up(sizeof(float) * max_row_tiles * k_blocks * kScaleBlockK * path.row_tile);
+  const size_t slot_bytes =
+      round_up(sizeof(float) * (kTileN * kScaleBlockK + max_row_tiles * path.row_tile * kTileN));
+  const size_t total_bytes = a_pack_bytes + slot_bytes * threads;
+  if (workspace.allocate == nullptr) return "gemm (CPU): workspace.allocate must be set, got nullptr";
+  auto* base = static_cast<unsigned char*>(workspace.get(total_bytes));
+  if (base == nullptr)
+    return "gemm (CPU): workspace allocation of " + std::to_string(total_bytes) + " bytes failed";
+  auto* a_pack = reinterpret_cast<float*>(base);
+  unsigned char* slots_base = base + a_pack_bytes;
+
+  const auto* a_bytes = static_cast<const uint8_t*>(args.a);
+  for (int64_t m_begin = 0; m_begin < args.m; m_begin += chunk_rows) {
+    ChunkPlan plan{};
+    plan.args = &args;
+    plan.b_table = b_table;
+    plan.k_blocks = k_blocks;
+    plan.m_begin = m_begin;
+    plan.rows = std::min(chunk_rows, args.m - m_begin);
+    plan.row_tiles = ceil_div(plan.rows, path.row_tile);
+    plan.n_tiles = n_tiles;
+    plan.a_pack = a_pack;
+
+    at::parallel_for(0, plan.row_tiles * k_blocks, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t item = begin; item < end; ++item) {
+        const int64_t tile = item / k_blocks, kb = item % k_blocks;
+        const int64_t row = m_begin + tile * path.row_tile;
+        const int64_t k_begin = kb * kScaleBlockK;
+        decode_panel(a_bytes + row * args.a_stride_m + k_begin * args.a_stride_k, args.a_stride_m,
+                     args.a_stride_k, std::min(path.row_tile, args.m - row), path.row_tile,
+                     std::min(kScaleBlockK, args.k - k_begin), a_table,
+                     a_pack + item * kScaleBlockK * path.row_tile);
+      }
+    });
+
+    // Split rows across tasks only when there are too few column tiles to balance the threads:
+    // each split decodes its B panels again.
+    const int64_t splits = std::min(
+        plan.row_tiles, std::max<int64_t>(1, ceil_div(kMinTasksPerThread * threads, n_tiles)));
+    plan.tiles_per_split = ceil_div(plan.row_tiles, splits);
+    const int64_t tasks = n_tiles * ceil_div(plan.row_tiles, plan.tiles_per_split);
+    const int64_t slots = std::min(threads, tasks);
+    // Static round-robin of tasks over slots: each slot's scratch is used by one thread at a time
+    // whatever thread runs it.
+    at::parallel_for(0, slots, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t slot = begin; slot < end; ++slot) {
+        auto* scratch = reinterpret_cast<float*>(slots_base + slot * slot_bytes);
+        for (int64_t task = slot; task < tasks; task += slots) path.run_task(plan, task, scratch);
+      }
+    });
+  }
+  return {};
+}
+
+}  // namespace gemm

@@ -1,0 +1,26 @@
+// x86-64 vector-register facts the CPU micro-kernel is blocked for.
+//
+// Source: Intel 64 and IA-32 Architectures Software Developer's Manual, Vol. 1: §10.2 (SSE: 16
+// 128-bit XMM registers in 64-bit mode), §14.1 (AVX/AVX2: 16 256-bit YMM registers; FMA in §14.5),
+// §15.1 (AVX-512: 32 512-bit ZMM registers). SSE2 is the x86-64 baseline every build can assume;
+// the wider ISAs are chosen at run time (GCC function multiversioning, `__builtin_cpu_supports`).
+#pragma once
+
+namespace gemm::cpu {
+
+struct IsaSse2 {
+  static constexpr int kVectorBytes = 16;
+  static constexpr int kVectorRegisters = 16;
+};
+
+struct IsaAvx2Fma {
+  static constexpr int kVectorBytes = 32;
+  static constexpr int kVectorRegisters = 16;
+};
+
+struct IsaAvx512 {
+  static constexpr int kVectorBytes = 64;
+  static constexpr int kVectorRegisters = 32;
+};
+
+}  // namespace gemm::cpu
