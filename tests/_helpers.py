@@ -1,0 +1,188 @@
+"""Shared test helpers: FP8 block-scaled inputs, an independent reference and the accuracy rule.
+
+Import from tests as `from _helpers import make_inputs, reference_gemm, assert_close_gemm`
+(pytest.ini puts tests/ on sys.path). The reference is written here, independently of the
+package's own Python reference, so a bug shared by both cannot hide.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import torch
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ID = "kernels-community/gemm"
+KERNEL_VERSION = 1
+BUILD_HINT = "run `python3 scripts/build.py` first (or `make test`, which builds)"
+
+# The DeepSeek-V3 recipe: one scale per 128 K (A rows and B) and per 128 N (B).
+SCALE_BLOCK_K = 128
+SCALE_BLOCK_N = 128
+
+FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e4m3fnuz)
+
+# Scale magnitudes keep |C| well inside fp16's range and far from zero for K up to 16384 with
+# FP8 values spread over the whole format (|C| ~ sqrt(K) * max^2 / 3 * scale^2).
+SCALE_MIN, SCALE_MAX = 0.5e-2, 1.5e-2
+
+# Layouts make_inputs can produce: where the data sits in memory, never a different shape.
+LAYOUTS = (
+    "contiguous",  # A [M,K], B [N,K], As [M,Kb], Bs [Nb,Kb], all row-major
+    "a_m_major",  # A is the transpose of a contiguous [K,M] tensor (a_stride_m == 1)
+    "as_m_major",  # As is the transpose of a contiguous [Kb,M] tensor (DeepGEMM's layout)
+    "b_padded",  # B is a [N,K] view of a [N,K+pad] buffer (padded weights; rows stay 16-B aligned)
+)
+B_ROW_PAD = 16  # elements (= bytes for FP8): keeps the padded row stride a multiple of 16 bytes
+
+# Accuracy rule (user-needs.md): elementwise |out - ref| <= atol + rtol * |ref| with atol scaled to
+# the bf16 ULP at max|ref| (so a change of split-K or accumulation order cannot flake the test);
+# plus vLLM's mean relative error and DeepGEMM's calc_diff against the reference.
+ATOL_BF16_ULPS = 2
+VLLM_MAX_MEAN_REL_ERROR = 1e-3
+DEEPGEMM_MAX_CALC_DIFF = 1e-3
+# Below this max|ref| a test could pass on an all-zero output: the inputs are badly chosen.
+MIN_REF_ABS_MAX = 1.0
+
+
+def find_variant_dir() -> Path:
+    """build/<variant>/ that `kernels` loads on this system; FileNotFoundError when there is none."""
+    from kernels.resolver import resolve_local_kernel  # after conftest has set LOCAL_KERNELS
+
+    return resolve_local_kernel(REPO_ROOT, backend=None).variant_path
+
+
+def local_variant_dir() -> Path:
+    """find_variant_dir(), failing the calling test with the build hint when there is no build."""
+    import pytest
+
+    try:
+        return find_variant_dir()
+    except FileNotFoundError as e:
+        pytest.fail(f"no build of gemm for this system in {REPO_ROOT / 'build'}: {BUILD_HINT}\n{e}", pytrace=False)
+
+
+def variant_devices(variant_dir: Path) -> list[str]:
+    """Devices a variant runs on: "cpu" for the CPU build, "cuda" (also ROCm) when a GPU is present."""
+    backend = json.loads((variant_dir / "metadata.json").read_text())["backend"]["type"]
+    if backend == "cpu":
+        return ["cpu"]
+    return ["cuda"] if torch.cuda.is_available() else []
+
+
+def ceil_div(a: int, b: int) -> int:
+    return (a + b - 1) // b
+
+
+def fp8_dtypes_for(device: str | torch.device) -> tuple[torch.dtype, ...]:
+    """FP8 formats a backend takes natively: e4m3fn on CUDA, e4m3fnuz on ROCm, both on CPU."""
+    if torch.device(device).type == "cpu":
+        return FP8_DTYPES
+    return (torch.float8_e4m3fnuz,) if torch.version.hip is not None else (torch.float8_e4m3fn,)
+
+
+def _random_fp8(shape: tuple[int, int], dtype: torch.dtype, gen: torch.Generator) -> torch.Tensor:
+    fp8_max = torch.finfo(dtype).max
+    values = (torch.rand(shape, generator=gen, dtype=torch.float32) * 2 - 1) * fp8_max
+    return values.to(dtype)
+
+
+def _random_scales(shape: tuple[int, int], gen: torch.Generator) -> torch.Tensor:
+    """Distinct magnitudes in [SCALE_MIN, SCALE_MAX) with random signs (about half negative)."""
+    magnitude = SCALE_MIN + (SCALE_MAX - SCALE_MIN) * torch.rand(shape, generator=gen)
+    sign = torch.where(torch.rand(shape, generator=gen) < 0.5, -1.0, 1.0)
+    return magnitude * sign
+
+
+def make_inputs(
+    m: int,
+    n: int,
+    k: int,
+    device: str | torch.device = "cpu",
+    fp8_dtype: torch.dtype = torch.float8_e4m3fn,
+    layout: str = "contiguous",
+    seed: int = 0,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Random (a [m,k], b [n,k], a_scale [m,ceil(k/128)], b_scale [ceil(n/128),ceil(k/128)]).
+
+    FP8 values cover the whole format; every scale block gets its own random value, negative ones
+    included, so a kernel that reads the wrong scale block or drops a sign fails. Data is drawn on
+    the CPU from `seed`, so every device sees the same numbers.
+    """
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    if fp8_dtype not in FP8_DTYPES:
+        raise ValueError(f"fp8_dtype must be one of {FP8_DTYPES}, got {fp8_dtype}")
+    gen = torch.Generator().manual_seed(seed)
+    k_blocks, n_blocks = ceil_div(k, SCALE_BLOCK_K), ceil_div(n, SCALE_BLOCK_N)
+
+    if layout == "a_m_major":
+        a = _random_fp8((k, m), fp8_dtype, gen).to(device).t()
+    else:
+        a = _random_fp8((m, k), fp8_dtype, gen).to(device)
+    if layout == "b_padded":
+        b = _random_fp8((n, k + B_ROW_PAD), fp8_dtype, gen).to(device)[:, :k]
+    else:
+        b = _random_fp8((n, k), fp8_dtype, gen).to(device)
+    if layout == "as_m_major":
+        a_scale = _random_scales((k_blocks, m), gen).to(device).t()
+    else:
+        a_scale = _random_scales((m, k_blocks), gen).to(device)
+    b_scale = _random_scales((n_blocks, k_blocks), gen).to(device)
+    return a, b, a_scale, b_scale
+
+
+def reference_gemm(
+    a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Tensor
+) -> torch.Tensor:
+    """Exact C = (A * As) @ (B * Bs)^T in float64 (returned as float64), any layout, any device.
+
+    Promoting each 128-K partial sum by As * Bs is the same sum, so the float64 dequantized
+    product is the value the kernel's fp32 accumulation approximates.
+    """
+    m, k = a.shape
+    n = b.shape[0]
+    a_deq = a.to(torch.float64) * a_scale.to(torch.float64).repeat_interleave(SCALE_BLOCK_K, 1)[:, :k]
+    b_blocks = b_scale.to(torch.float64).repeat_interleave(SCALE_BLOCK_N, 0)[:n]
+    b_deq = b.to(torch.float64) * b_blocks.repeat_interleave(SCALE_BLOCK_K, 1)[:, :k]
+    return a_deq @ b_deq.t()
+
+
+def bf16_ulp(x: float) -> float:
+    """Spacing of bfloat16 numbers at magnitude x (x > 0)."""
+    return 2.0 ** math.floor(math.log2(x)) * torch.finfo(torch.bfloat16).eps
+
+
+def assert_close_gemm(out: torch.Tensor, ref: torch.Tensor, min_ref_abs_max: float = MIN_REF_ABS_MAX) -> None:
+    """Checks a GEMM output against the exact reference (reference_gemm) by the accuracy rule.
+
+    - elementwise: |out - ref| <= ATOL_BF16_ULPS * bf16_ulp(max|ref|) + eps(out.dtype) * |ref|
+      (one output ULP of relative error for rounding), NaN only where ref is NaN;
+    - vLLM: mean|out - ref_rounded| / mean|ref_rounded| < 1e-3, ref_rounded = ref in out.dtype
+      (comparing with the unrounded ref would charge bf16's own rounding, about 1.4e-3);
+    - DeepGEMM: calc_diff = 1 - 2<x,y> / (|x|^2 + |y|^2) < 1e-3.
+    Refuses a near-zero reference, on which any output close to zero would pass.
+    """
+    assert out.shape == ref.shape, f"output shape {tuple(out.shape)} != reference shape {tuple(ref.shape)}"
+    ref = ref.to(torch.float64).cpu()
+    got = out.to(torch.float64).cpu()
+    finite = torch.isfinite(ref)
+    ref_abs_max = ref[finite].abs().max().item() if finite.any() else 0.0
+    assert ref_abs_max >= min_ref_abs_max, (
+        f"max|ref| = {ref_abs_max:.3g} < {min_ref_abs_max}: the test cannot fail on a near-zero output"
+    )
+    out_max = torch.finfo(out.dtype).max
+    assert ref_abs_max <= out_max, f"max|ref| = {ref_abs_max:.3g} overflows {out.dtype} (max {out_max})"
+
+    atol = ATOL_BF16_ULPS * bf16_ulp(ref_abs_max)
+    rtol = torch.finfo(out.dtype).eps
+    torch.testing.assert_close(got, ref, atol=atol, rtol=rtol, equal_nan=True)
+
+    got_f, ref_rounded = got[finite], ref[finite].to(out.dtype).to(torch.float64)
+    mean_rel = ((got_f - ref_rounded).abs().mean() / ref_rounded.abs().mean()).item()
+    assert mean_rel < VLLM_MAX_MEAN_REL_ERROR, f"vLLM mean relative error {mean_rel:.3g} >= {VLLM_MAX_MEAN_REL_ERROR}"
+    ref_f = ref[finite]
+    calc_diff = 1 - 2 * (got_f * ref_f).sum().item() / ((got_f * got_f).sum() + (ref_f * ref_f).sum()).item()
+    assert calc_diff < DEEPGEMM_MAX_CALC_DIFF, f"calc_diff {calc_diff:.3g} >= {DEEPGEMM_MAX_CALC_DIFF}"

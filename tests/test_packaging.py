@@ -1,0 +1,259 @@
+"""Packaging checks: build.toml, the built variant's layout and metadata, loading, ABI."""
+
+from __future__ import annotations
+
+import ast
+import json
+import platform
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+import torch
+from _helpers import KERNEL_VERSION, REPO_ID, REPO_ROOT, local_variant_dir
+from kernels._rust import Build
+
+BUILD_TOML = REPO_ROOT / "build.toml"
+PYTHON_SOURCES = REPO_ROOT / "torch-ext" / "gemm"
+# kernel-builder's ROCm arch list (build.toml's rocm-archs are intersected with it).
+KERNEL_BUILDER_ROCM_ARCHS = {
+    "gfx906", "gfx908", "gfx90a", "gfx942", "gfx950",
+    "gfx1030", "gfx1100", "gfx1101", "gfx1200", "gfx1201",
+}  # fmt: skip
+
+# Published variants are built by kernel-builder's Nix toolchain against glibc 2.28. A local build
+# compiles against the build machine's own glibc headers, which redirect a few calls to newer
+# symbols; they are unavoidable without an old-glibc sysroot and harmless where the build is
+# loaded (the machine that built it). Only these may appear:
+#  - __libc_single_threaded (GLIBC_2.32): libstdc++ >= 11 reads it for shared_ptr refcounts when
+#    <sys/single_threaded.h> exists (glibc >= 2.32);
+#  - __isoc23_* (GLIBC_2.38): glibc >= 2.38 maps strtol & co. to their C23 versions under
+#    _GNU_SOURCE, which g++ always defines.
+LOCAL_GLIBC_SYMBOLS = {"__libc_single_threaded"}
+LOCAL_GLIBC_SYMBOL_PREFIXES = ("__isoc23_",)
+
+
+def config() -> dict:
+    with open(BUILD_TOML, "rb") as f:
+        return tomllib.load(f)
+
+
+def metadata(variant_dir: Path) -> dict:
+    return json.loads((variant_dir / "metadata.json").read_text())
+
+
+def extension(variant_dir: Path) -> Path:
+    libraries = sorted(variant_dir.glob("*.so"))
+    assert len(libraries) == 1, f"expected one extension in {variant_dir}, found {[p.name for p in libraries]}"
+    return libraries[0]
+
+
+def run_python(code: str, **env: str) -> subprocess.CompletedProcess:
+    """Runs `code` in a fresh interpreter (nothing loaded yet) and returns the finished process."""
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env={**_base_env(), **env}
+    )
+    assert result.returncode == 0, f"fresh interpreter failed:\n{result.stdout}{result.stderr}"
+    return result
+
+
+def _base_env() -> dict[str, str]:
+    import os
+
+    env = dict(os.environ)
+    env.pop("LOCAL_KERNELS", None)
+    return env
+
+
+# What a fresh process reports after loading the kernel: its file, _ops namespace and ops.
+LOAD_REPORT = """
+import json, sys, torch
+mod = {load}
+ops_ns = mod._ops.ops.name
+names = [n for n in torch._C._dispatch_get_all_op_names() if n.startswith(ops_ns + "::")]
+print(json.dumps({{"file": mod.__file__, "ops_ns": ops_ns, "ops": names,
+                  "prefix": mod._ops.add_op_namespace_prefix("x")}}))
+"""
+
+
+# ---------------------------------------------------------------------------------------- build.toml
+
+
+@pytest.mark.kernels_ci
+def test_build_toml_schema():
+    build = Build.open(REPO_ROOT)  # kernel-builder's own schema check (deny_unknown_fields)
+    cfg = config()
+    general = cfg["general"]
+    assert (general["name"], general["version"], general["edition"]) == ("gemm", 1, 5)
+    assert general["license"] == "apache-2.0"
+    assert general["hub"]["repo-id"] == REPO_ID
+    section_backends = {k["backend"] for k in cfg["kernel"].values()}
+    declared = {str(b).lower() for b in build.general.backends}
+    assert declared == set(general["backends"]) == section_backends == {"cpu", "cuda", "rocm"}
+
+
+@pytest.mark.kernels_ci
+def test_build_toml_schema_check_rejects_unknown_keys(tmp_path):
+    # Proves the schema check above is live: an unknown key must be refused.
+    (tmp_path / "build.toml").write_text(BUILD_TOML.read_text() + '\n[torch.extra]\nnot-a-key = 1\n')
+    with pytest.raises(ValueError):
+        Build.open(tmp_path)
+
+
+@pytest.mark.kernels_ci
+def test_build_toml_files_exist():
+    cfg = config()
+    sections = {"torch": cfg["torch"], **{f"kernel.{n}": k for n, k in cfg["kernel"].items()}}
+    missing = [f"[{name}] {f}" for name, s in sections.items() for f in s["src"] if not (REPO_ROOT / f).is_file()]
+    assert not missing, f"build.toml lists files that do not exist: {missing}"
+
+
+@pytest.mark.kernels_ci
+def test_build_toml_archs():
+    kernels_by_backend = {k["backend"]: k for k in config()["kernel"].values()}
+    assert kernels_by_backend["cuda"]["cuda-capabilities"] == ["9.0a"]
+    assert kernels_by_backend["rocm"]["rocm-archs"] == ["gfx942"]
+    assert set(kernels_by_backend["rocm"]["rocm-archs"]) <= KERNEL_BUILDER_ROCM_ARCHS
+
+
+@pytest.mark.kernels_ci
+def test_build_script_refuses_missing_source(tmp_path):
+    # A stale source list must stop the build with the missing file named, not build half a kernel.
+    shutil.copy(BUILD_TOML, tmp_path / "build.toml")
+    result = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "scripts" / "build.py"), "--root", str(tmp_path)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "torch-ext/torch_binding.cpp" in result.stderr, result.stderr
+
+
+# ----------------------------------------------------------------------------------- built variant
+
+
+def expected_variant_name() -> str:
+    major, minor = torch.__version__.split("+")[0].split(".")[:2]
+    if torch.version.cuda is not None:
+        compute = "cu" + "".join(torch.version.cuda.split(".")[:2])
+    elif torch.version.hip is not None:
+        compute = "rocm" + "".join(torch.version.hip.split("-")[0].split(".")[:2])
+    else:
+        compute = "cpu"
+    abi = "cxx11" if torch.compiled_with_cxx11_abi() else "cxx98"
+    return f"torch{major}{minor}-{abi}-{compute}-{platform.machine()}-linux"
+
+
+@pytest.mark.kernels_ci
+def test_variant_layout():
+    variant_dir = local_variant_dir()
+    assert variant_dir.name == expected_variant_name()
+    meta = metadata(variant_dir)
+    assert extension(variant_dir).name == f"{meta['id']}.abi3.so"
+    for source in PYTHON_SOURCES.rglob("*.py"):
+        built = variant_dir / source.relative_to(PYTHON_SOURCES)
+        assert built.is_file(), f"{built} missing from the build"
+        assert built.read_bytes() == source.read_bytes(), f"{built} is stale: rebuild"
+
+
+@pytest.mark.kernels_ci
+def test_metadata_lists_built_archs():
+    variant_dir = local_variant_dir()
+    meta = metadata(variant_dir)
+    cfg = config()
+    backend = meta["backend"]["type"]
+    assert {k: meta[k] for k in ("name", "version", "license", "python-depends")} == {
+        "name": "gemm", "version": 1, "license": "apache-2.0", "python-depends": [],
+    }  # fmt: skip
+    assert meta["id"].startswith(f"_gemm_{backend}_")
+    section = next(k for k in cfg["kernel"].values() if k["backend"] == backend)
+    expected = {
+        "cpu": [],
+        "cuda": section.get("cuda-capabilities", []),
+        "rocm": sorted(set(section.get("rocm-archs", [])) & KERNEL_BUILDER_ROCM_ARCHS),
+    }[backend]
+    assert meta["backend"]["archs"] == expected
+
+
+def device_code_archs(library: Path, backend: str) -> set[str]:
+    """Archs whose device code is really inside `library` (cuobjdump / HIP bundle ids)."""
+    if backend == "cuda":
+        cuobjdump = shutil.which("cuobjdump")
+        if cuobjdump is None:
+            pytest.skip("cuobjdump not installed: cannot list the sm_ code in the CUDA build")
+        listing = subprocess.run([cuobjdump, "--list-elf", str(library)], capture_output=True, text=True).stdout
+        return {f"{w[3]}.{w[4:]}" for w in listing.replace(".", " ").split() if w.startswith("sm_")}
+    # HIP offload bundles name each code object "hipv4-amdgcn-amd-amdhsa--<arch>" in plain text.
+    data = library.read_bytes()
+    return {arch for arch in KERNEL_BUILDER_ROCM_ARCHS if f"amdgcn-amd-amdhsa--{arch}".encode() in data}
+
+
+@pytest.mark.kernels_ci
+def test_device_code_matches_metadata():
+    variant_dir = local_variant_dir()
+    meta = metadata(variant_dir)
+    backend = meta["backend"]["type"]
+    if backend == "cpu":
+        assert meta["backend"]["archs"] == []
+        return
+    assert device_code_archs(extension(variant_dir), backend) == set(meta["backend"]["archs"])
+
+
+@pytest.mark.kernels_ci
+def test_ops_namespace_is_metadata_id():
+    variant_dir = local_variant_dir()
+    ops_id = metadata(variant_dir)["id"]
+    ops_py = (variant_dir / "_ops.py").read_text()
+    tree = ast.parse(ops_py)
+    imported = [a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 1 for a in n.names]
+    assert imported == [ops_id]
+    assert f"ops = torch.ops.{ops_id}\n" in ops_py
+
+
+# ------------------------------------------------------------------------------------------ loading
+
+
+@pytest.mark.kernels_ci
+def test_get_kernel_with_local_kernels_in_fresh_process():
+    variant_dir = local_variant_dir()
+    ops_id = metadata(variant_dir)["id"]
+    load = f"__import__('kernels').get_kernel({REPO_ID!r}, version={KERNEL_VERSION})"
+    result = run_python(LOAD_REPORT.format(load=load), LOCAL_KERNELS=f"{REPO_ID}={REPO_ROOT}")
+    report = json.loads(result.stdout.splitlines()[-1])
+    assert Path(report["file"]).parent == variant_dir
+    assert report["ops_ns"] == ops_id and report["prefix"] == f"{ops_id}::x"
+    assert report["ops"], f"no op registered under torch.ops.{ops_id}"
+
+
+@pytest.mark.kernels_ci
+def test_get_local_kernel_in_fresh_process():
+    variant_dir = local_variant_dir()
+    ops_id = metadata(variant_dir)["id"]
+    load = f"__import__('kernels').get_local_kernel(__import__('pathlib').Path({str(REPO_ROOT)!r}))"
+    report = json.loads(run_python(LOAD_REPORT.format(load=load)).stdout.splitlines()[-1])
+    assert Path(report["file"]).parent == variant_dir
+    assert report["ops_ns"] == ops_id and report["ops"]
+
+
+@pytest.mark.kernels_ci
+def test_session_kernel_is_the_local_build(kernel):
+    assert Path(kernel.__file__).parent == local_variant_dir()
+
+
+# -------------------------------------------------------------------------------------------- ABI
+
+
+@pytest.mark.kernels_ci
+def test_abi_check():
+    from kernel_abi_check import ObjectFile
+
+    library = ObjectFile(str(extension(local_variant_dir())))
+    assert library.check_python_abi("3.9") == []
+    unexpected = [
+        v for v in library.check_manylinux("manylinux_2_28")
+        if not (getattr(v, "dep", None) == "GLIBC" and (
+            v.name in LOCAL_GLIBC_SYMBOLS or v.name.startswith(LOCAL_GLIBC_SYMBOL_PREFIXES)))
+    ]  # fmt: skip
+    assert unexpected == [], f"manylinux_2_28 violations beyond the build host's glibc: {unexpected}"
