@@ -1,0 +1,135 @@
+// ROCm gfx942 tile configurations, the tuned-shape table and the heuristic that picks one.
+//
+// Plain C++20 with no HIP include: the launcher, the CPU emulator and benchmarks/rocm_model.py's
+// tiny g++ program all read the same choice from here. Code is generic (one kernel template in
+// gemm_kernel.h); shapes differ only by the DATA below.
+#pragma once
+
+#include <cstdint>
+
+#include "gemm_launcher.h"
+
+namespace gemm::rocm {
+
+// ---- Fixed design facts ---------------------------------------------------------------------
+constexpr int kBlockK = static_cast<int>(kScaleBlockK);  // one K stage == one scale block: promote once per stage
+constexpr int kStages = 2;                                // LDS double buffer (load stage s+1 while computing s)
+constexpr int kWaveSize = 64;
+constexpr int kLdsBytesPerCu = 64 * 1024;  // MI300X LDS per CU (CDNA3 ISA guide, "Local data share")
+constexpr int kSimdsPerCu = 4;
+constexpr int kMaxWavesPerSimd = 8;
+constexpr int kRegsPerSimdLane = 512;      // unified VGPR+AGPR file per lane of a SIMD on CDNA3
+constexpr int kMaxSplitK = 16;
+constexpr int kDefaultGroupM = 8;          // tiles along M that share one sweep over N (L2 reuse of B)
+
+// MI300X figures for the heuristic's time estimate (AMD MI300X data sheet).
+constexpr double kPeakFp8FlopsPerSecond = 2615e12;
+constexpr double kHbmBytesPerSecond = 5.3e12;
+constexpr int kMi300xCuCount = 304;
+constexpr double kLaunchSeconds = 3e-6;  // one extra kernel (split-K reduce): launch + tail gap, assumed
+
+enum class MfmaKind : int32_t { k32x32x16 = 0, k16x16x32 = 1 };
+
+// One compile-time tile shape: BlockM x BlockN outputs per workgroup of WarpsM x WarpsN waves,
+// each wave owning a (BlockM / WarpsM) x (BlockN / WarpsN) sub-tile built from MFMA tiles.
+struct TileShape {
+  int block_m;
+  int block_n;
+  int warps_m;
+  int warps_n;
+  MfmaKind mfma;
+  double efficiency;  // assumed fraction of the CU's FP8 peak one such tile sustains (paper model)
+
+  constexpr int threads() const { return warps_m * warps_n * kWaveSize; }
+  constexpr int mfma_m() const { return mfma == MfmaKind::k32x32x16 ? 32 : 16; }
+  constexpr int mfma_k() const { return mfma == MfmaKind::k32x32x16 ? 16 : 32; }
+  constexpr int lds_bytes() const { return kStages * (block_m + block_n) * kBlockK; }
+  constexpr int blocks_per_cu() const {
+    const int by_lds = kLdsBytesPerCu / lds_bytes();
+    const int by_waves = kSimdsPerCu * kMaxWavesPerSimd / (threads() / kWaveSize);
+    return by_lds < by_waves ? by_lds : by_waves;
+  }
+  constexpr int waves_per_simd() const { return blocks_per_cu() * (threads() / kWaveSize) / kSimdsPerCu; }
+  // Design target checked by scripts/rocm/compile_check.py: the register file must admit the
+  // occupancy LDS already allows, so VGPR + AGPR <= 512 / waves_per_simd.
+  constexpr int register_budget() const { return kRegsPerSimdLane / (waves_per_simd() > 0 ? waves_per_simd() : 1); }
+};
+
+// Tile shapes, largest first. BlockN divides kScaleBlockN so a tile's columns share one B scale.
+inline constexpr TileShape kTiles[] = {
+    {128, 128, 2, 2, MfmaKind::k32x32x16, 0.70},  // 0: large M and N (wave 64x64 = 2x2 MFMA 32x32)
+    {64, 128, 2, 2, MfmaKind::k32x32x16, 0.60},   // 1: medium (wave 32x64)
+    {64, 64, 2, 2, MfmaKind::k16x16x32, 0.50},    // 2: small (wave 32x32 = 2x2 MFMA 16x16)
+    {32, 64, 2, 2, MfmaKind::k16x16x32, 0.40},    // 3: decode, M <= 32 (wave 16x32)
+};
+constexpr int kNumTiles = static_cast<int>(sizeof(kTiles) / sizeof(kTiles[0]));
+
+// A launch configuration: which tile, how many K splits (reduced in fixed order), block swizzle.
+struct RocmConfig {
+  int tile = 0;
+  int split_k = 1;
+  int group_m = kDefaultGroupM;
+};
+
+// Shapes whose choice is pinned rather than left to the estimate below. Chosen on paper with
+// benchmarks/rocm_model.py, NOT measured on an MI300X: replace with measured winners when one is
+// available. Shape matching is exact.
+struct TunedShape {
+  int64_t m, n, k;
+  RocmConfig config;
+};
+inline constexpr TunedShape kTuned[] = {
+    // M = 64 decode on DeepSeek-V3 weights: too few tiles for 304 CUs, split the long K.
+    {64, 2112, 7168, {2, 4, kDefaultGroupM}},
+    {64, 576, 7168, {2, 8, kDefaultGroupM}},
+    {64, 4096, 7168, {2, 2, kDefaultGroupM}},
+    {64, 7168, 16384, {2, 2, kDefaultGroupM}},
+};
+
+// Estimated seconds of one config on an MI300X-like device with `cu_count` CUs: the slower of the
+// compute waves (tail included) and the HBM floor, plus the split-K workspace round trip.
+constexpr double estimate_seconds(int64_t m, int64_t n, int64_t k, const RocmConfig& config, int cu_count) {
+  const TileShape& tile = kTiles[config.tile];
+  const int64_t k_blocks = ceil_div(k, kBlockK);
+  const int64_t blocks_per_split = ceil_div(k_blocks, config.split_k);
+  const int64_t units = ceil_div(m, tile.block_m) * ceil_div(n, tile.block_n) * config.split_k;
+  const int64_t slots = static_cast<int64_t>(cu_count) * tile.blocks_per_cu();
+  const int64_t waves = ceil_div(units, slots);
+  const double cu_flops = kPeakFp8FlopsPerSecond / kMi300xCuCount;
+  const double unit_flops = 2.0 * tile.block_m * tile.block_n * blocks_per_split * kBlockK;
+  const double compute = waves * tile.blocks_per_cu() * unit_flops / (cu_flops * tile.efficiency);
+  const double memory = double(m * k + n * k + 2 * m * n) / kHbmBytesPerSecond;
+  const double split = config.split_k > 1
+                           ? double(2 * config.split_k * m * n * 4) / kHbmBytesPerSecond + kLaunchSeconds
+                           : 0.0;
+  return (compute > memory ? compute : memory) + split;
+}
+
+// The choice for (m, n, k): a pinned entry if the shape is tuned, else the config with the least
+// estimated time (ties keep the larger tile and fewer splits).
+constexpr RocmConfig select_config(int64_t m, int64_t n, int64_t k, int cu_count) {
+  for (const TunedShape& tuned : kTuned)
+    if (tuned.m == m && tuned.n == n && tuned.k == k) return tuned.config;
+  const int64_t k_blocks = ceil_div(k, kBlockK);
+  RocmConfig best{};
+  double best_seconds = -1.0;
+  for (int tile = 0; tile < kNumTiles; ++tile) {
+    for (int split = 1; split <= kMaxSplitK && split <= k_blocks; split *= 2) {
+      const RocmConfig candidate{tile, split, kDefaultGroupM};
+      const double seconds = estimate_seconds(m, n, k, candidate, cu_count);
+      if (best_seconds < 0 || seconds < best_seconds) {
+        best = candidate;
+        best_seconds = seconds;
+      }
+    }
+  }
+  return best;
+}
+
+// Every config the emulator must execute: each tile unsplit and split (split-K reaches the reduce).
+inline constexpr RocmConfig kTestConfigs[] = {
+    {0, 1, kDefaultGroupM}, {1, 1, kDefaultGroupM}, {2, 1, kDefaultGroupM}, {3, 1, kDefaultGroupM},
+    {0, 2, 2},              {1, 3, kDefaultGroupM}, {2, 2, 1},              {3, 4, kDefaultGroupM},
+};
+
+}  // namespace gemm::rocm
