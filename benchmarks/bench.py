@@ -1,0 +1,251 @@
+"""Side-by-side benchmark: python3 -m benchmarks.bench [--shapes ...] [--peers ...] [--out-dir DIR].
+
+Every (shape, peer) row is first checked against the fp32 dequantized reference on fresh random data;
+a wrong row is reported WRONG with its error and not timed. See benchmarks/README.md for the method."""
+import argparse
+import datetime
+import json
+import os
+import platform
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+from . import report
+from .peers import REPO_ROOT, select_peers
+from .problem import check, make_problem
+from .shapes import DEFAULT_SETS, SHAPE_SETS, parse_shapes
+from .timing import Timer, measure_ceilings
+
+DEFAULT_ITERS = {"cuda": 50, "cpu": 30}
+DEFAULT_WARMUP = {"cuda": 10, "cpu": 3}
+STATUS_OK, STATUS_WRONG, STATUS_ERROR = "OK", "WRONG", "ERROR"
+ERROR_CHARS = 400
+
+
+def _backend(device: torch.device) -> str:
+    if device.type == "cpu":
+        return "cpu"
+    return "rocm" if torch.version.hip else "cuda"
+
+
+def _fp8_dtype(device: torch.device):
+    # gfx942 (MI300) computes e4m3fnuz; every other device here takes OCP e4m3fn.
+    if device.type == "cuda" and torch.version.hip:
+        arch = torch.cuda.get_device_properties(device).gcnArchName.split(":")[0]
+        if arch.startswith("gfx94"):
+            return torch.float8_e4m3fnuz
+    return torch.float8_e4m3fn
+
+
+class Progress:
+    """tqdm when importable, else a one-line counter on stderr."""
+
+    def __init__(self, total: int, quiet: bool):
+        self.total, self.done, self.quiet, self.bar = total, 0, quiet, None
+        if not quiet:
+            try:
+                from tqdm import tqdm
+                self.bar = tqdm(total=total, file=sys.stderr, unit="row", dynamic_ncols=True)
+            except ImportError:
+                pass
+
+    def step(self, text: str):
+        self.done += 1
+        if self.quiet:
+            return
+        if self.bar is not None:
+            self.bar.set_postfix_str(text, refresh=False)
+            self.bar.update(1)
+        else:
+            print(f"\r[{self.done}/{self.total}] {text:<60}", end="", file=sys.stderr, flush=True)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+        elif not self.quiet:
+            print(file=sys.stderr)
+
+
+def _short(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}".replace("\n", " ")[:ERROR_CHARS]
+
+
+def run_row(peer, problem, timer) -> dict:
+    """Prepare, check, then (only if correct) time one peer on one problem."""
+    row = {"peer": peer.name, "status": STATUS_ERROR}
+    try:
+        call, info = peer.prepare(problem, timer, check)
+        row.update(info)
+        result = check(call(), peer.reference(problem))
+    except Exception as exc:
+        row["error"] = _short(exc)
+        return row
+    row["check"] = result.as_dict()
+    row["rel_err"] = result.rel_err
+    if not result.ok:
+        row["status"], row["error"] = STATUS_WRONG, result.reason
+        return row
+    try:
+        row["timing"] = timer.time(call).as_dict()
+    except Exception as exc:
+        row["error"] = _short(exc)
+        return row
+    row["status"] = STATUS_OK
+    return row
+
+
+def environment(device: torch.device, kernel_info: dict) -> dict:
+    env = {"torch": torch.__version__, "cuda": torch.version.cuda, "hip": torch.version.hip,
+           "python": platform.python_version(), "host": platform.node(), "package": kernel_info,
+           "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+    try:
+        import triton
+        env["triton"] = triton.__version__
+    except ImportError:
+        env["triton"] = None
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        env["device"] = props.name
+        env["multiprocessors"] = props.multi_processor_count
+        env["driver"] = _driver_version()
+    else:
+        env["device"] = _cpu_name()
+        env["threads"] = torch.get_num_threads()
+    try:
+        env["git_commit"] = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True,
+                                           text=True, timeout=10).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        env["git_commit"] = None
+    return env
+
+
+def _driver_version():
+    for cmd in (["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                ["rocm-smi", "--showdriverversion", "--csv"]):
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=20)
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if out.returncode == 0 and out.stdout.strip():
+            return out.stdout.strip().splitlines()[-1]
+    return None
+
+
+def _cpu_name():
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _kernel_info(peers) -> dict:
+    """Package id/version from the loaded variant's metadata.json (None when our kernel is not loaded)."""
+    ours = next((p for p in peers if p.name == "ours"), None)
+    kernel = ours.kernel() if ours is not None else None
+    if kernel is None:
+        return {"loaded": False, "error": getattr(ours, "_load_error", None)}
+    info = {"loaded": True, "module": kernel.__name__}
+    meta = Path(getattr(kernel, "__file__", "") or "").parent / "metadata.json"
+    if meta.is_file():
+        data = json.loads(meta.read_text())
+        info.update({k: data.get(k) for k in ("name", "id", "version", "backend")})
+        info["variant"] = meta.parent.name
+    return info
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(prog="python3 -m benchmarks.bench", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shapes", nargs="+", metavar="SET|M,N,K[,T]",
+                    help=f"named sets ({', '.join(SHAPE_SETS)}) or M,N,K triples (',T' = challenge layout); "
+                         "default: the device's default sets")
+    ap.add_argument("--peers", nargs="+", help="subset of peers (names or a comma list); default: all for the device")
+    ap.add_argument("--warm", action="store_true", help="warm L2: no cache flush between iterations")
+    ap.add_argument("--e2e", action="store_true", help="host clock around call + synchronize (launch overhead in)")
+    ap.add_argument("--iters", type=int, help="timed iterations per row (default 50 on GPU, 30 on CPU)")
+    ap.add_argument("--warmup", type=int, help="untimed warm-up calls per row")
+    ap.add_argument("--seed", type=int, help="base seed of the random inputs (default: fresh, recorded in the JSON)")
+    ap.add_argument("--device", help="cuda, cuda:N or cpu (default: cuda when available)")
+    ap.add_argument("--out-dir", help="write results.json, table.md and plot.png here")
+    ap.add_argument("--json", help="write the raw results JSON here")
+    ap.add_argument("--plot", help="write the PNG plot here")
+    ap.add_argument("--quiet", action="store_true", help="no progress bar")
+    args = ap.parse_args(argv)
+    if args.iters is not None and args.iters < 1:
+        ap.error(f"--iters must be >= 1, got {args.iters}")
+    if args.peers:
+        args.peers = [n for tok in args.peers for n in tok.split(",") if n]
+    return args
+
+
+def main(argv=None, extra_peers=()):
+    """Runs the benchmark; returns the results dict. `extra_peers`: Peer instances to add (tests use it)."""
+    args = parse_args(argv)
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    backend = _backend(device)
+    kind = "cpu" if device.type == "cpu" else "cuda"
+    # The reference is an fp32 matmul: no TF32.
+    torch.backends.cuda.matmul.allow_tf32 = False
+    sets = parse_shapes(args.shapes) if args.shapes else {name: SHAPE_SETS[name] for name in DEFAULT_SETS[kind]}
+    peers = select_peers(backend, args.peers, extra_peers)
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
+    timer = Timer(device, args.iters or DEFAULT_ITERS[kind],
+                  DEFAULT_WARMUP[kind] if args.warmup is None else args.warmup, cold=not args.warm, e2e=args.e2e)
+    fp8 = _fp8_dtype(device)
+
+    unavailable = {p.name: p.unavailable(device) for p in peers}
+    active = [p for p in peers if unavailable[p.name] is None]
+    results = {
+        "env": environment(device, _kernel_info(peers)),
+        "method": {"timing": timer.method, "seed": seed, "fp8_dtype": str(fp8).replace("torch.", ""),
+                   "check": report.CHECK_TEXT, "layouts": report.LAYOUT_TEXT},
+        "ceilings": measure_ceilings(device, fp8, timer),
+        "peers": {p.name: {"label": p.label, "block_scaled": p.block_scaled, "conversion": p.conversion,
+                           "unavailable": unavailable[p.name]} for p in peers},
+        "rows": [],
+    }
+    progress = Progress(sum(len(s) for s in sets.values()) * len(active), args.quiet)
+    index = 0
+    for set_name, shapes in sets.items():
+        for shape in shapes:
+            problem = make_problem(shape, device, fp8, seed + index)
+            index += 1
+            for peer in active:
+                row = {"set": set_name, "shape": shape.label, "m": shape.m, "n": shape.n, "k": shape.k,
+                       "layout": shape.layout, "flops": problem.flops, "bytes": problem.bytes,
+                       **run_row(peer, problem, timer)}
+                results["rows"].append(row)
+                progress.step(f"{shape.label} {peer.name} {row['status']}")
+            del problem
+    progress.close()
+    report.annotate(results)
+
+    out_dir = Path(args.out_dir) if args.out_dir else None
+    if out_dir:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    json_path = args.json or (out_dir / "results.json" if out_dir else None)
+    plot_path = args.plot or (out_dir / "plot.png" if out_dir else None)
+    table = report.markdown(results)
+    if json_path:
+        Path(json_path).write_text(json.dumps(results, indent=1, default=str))
+    if out_dir:
+        (out_dir / "table.md").write_text(table)
+    if plot_path:
+        message = report.plot(results, plot_path)
+        if message:
+            print(message, file=sys.stderr)
+    print(table)
+    return results
+
+
+if __name__ == "__main__":
+    main()

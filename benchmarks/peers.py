@@ -1,0 +1,266 @@
+"""The peers, each called the way its users call it.
+
+A peer turns a Problem into one zero-argument timed call. By default (Peer.prepare) the call is
+`run(*convert(problem))`: for K-major sets the conversion to the peer's preferred layout is done once,
+untimed (a quantizer can emit any layout); for the challenge layout it is inside the timed call."""
+import os
+from pathlib import Path
+
+import torch
+
+from .problem import SCALE_BLOCK_N, dequant
+from .shapes import LAYOUT_CHALLENGE
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+KERNEL_REPO_ID = "kernels-community/gemm"
+KERNEL_VERSION = 1
+TUNE_ITERS = 10
+
+
+def _k_major(x: torch.Tensor) -> torch.Tensor:
+    return x if x.stride(1) == 1 else x.contiguous()
+
+
+def _outer_major(x: torch.Tensor) -> torch.Tensor:
+    """Same logical [R, C] tensor stored column-major (stride(0) == 1)."""
+    return x if x.stride(0) == 1 else x.t().contiguous().t()
+
+
+class Peer:
+    name = ""
+    label = ""
+    # False for baselines that compute something else (bf16 weights, per-tensor scales): they are shown,
+    # never picked as the "best peer" our kernel is compared with.
+    block_scaled = True
+    conversion = "none"  # what the timed call includes for the challenge layout
+
+    def unavailable(self, device: torch.device):
+        """None when usable on `device`, else the reason it is not."""
+        return None
+
+    def convert(self, p):
+        return p.a, p.b, p.a_scale, p.b_scale
+
+    def run(self, a, b, a_scale, b_scale, out_dtype):
+        raise NotImplementedError
+
+    def reference(self, p) -> torch.Tensor:
+        return p.reference
+
+    def prepare(self, p, timer, check_fn):
+        """-> (timed zero-argument call, info dict for the JSON)."""
+        if p.shape.layout == LAYOUT_CHALLENGE:
+            return (lambda: self.run(*self.convert(p), p.out_dtype)), {}
+        args = self.convert(p)
+        return (lambda: self.run(*args, p.out_dtype)), {}
+
+
+class Ours(Peer):
+    name = "ours"
+    label = "gemm (this package)"
+    conversion = "whatever gemm() does with the strides it is given"
+    _kernel = None
+    _load_error = None
+
+    @classmethod
+    def kernel(cls):
+        if cls._kernel is None and cls._load_error is None:
+            os.environ.setdefault("LOCAL_KERNELS", f"{KERNEL_REPO_ID}={REPO_ROOT}")
+            try:
+                from kernels import get_kernel
+                cls._kernel = get_kernel(KERNEL_REPO_ID, version=KERNEL_VERSION)
+            except Exception as exc:  # reported as the reason the row is missing
+                cls._load_error = f"get_kernel({KERNEL_REPO_ID!r}, version={KERNEL_VERSION}) failed: " \
+                                  f"{type(exc).__name__}: {exc}"
+        return cls._kernel
+
+    def unavailable(self, device):
+        return None if self.kernel() is not None else self._load_error
+
+    def run(self, a, b, a_scale, b_scale, out_dtype):
+        return self.kernel().gemm(a, b, a_scale, b_scale, out_dtype=out_dtype)
+
+
+class ScaledMMBlock(Peer):
+    """cuBLASLt (hipBLASLt on ROCm) 1x128 x 128x128 block scaling through torch._scaled_mm.
+
+    torch 2.11 wants mat2 as [K, N] column-major (B^T of a K-major B), scale_a [M, K/128] M-major
+    (strides (1, M)) and scale_b [K/128, N/128] = Bs^T of a row-major Bs; it rejects fast accumulation."""
+    name = "scaled-mm-block"
+    label = "torch._scaled_mm block"
+    conversion = "A, B to K-major, Bs to row-major (copies)"
+
+    def unavailable(self, device):
+        return None if device.type == "cuda" else "needs a GPU"
+
+    def convert(self, p):
+        return _k_major(p.a), _k_major(p.b), _outer_major(p.a_scale), p.b_scale.contiguous()
+
+    def run(self, a, b, a_scale, b_scale, out_dtype):
+        return torch._scaled_mm(a, b.t(), scale_a=a_scale, scale_b=b_scale.t(), out_dtype=out_dtype)
+
+
+class ScaledMMTensor(ScaledMMBlock):
+    """Per-tensor scaled FP8 _scaled_mm: a ceiling for what block scaling costs, not a block-scaled GEMM.
+    Same FP8 bytes, one positive scale per operand; checked against its own fp32 reference."""
+    name = "scaled-mm-tensor"
+    label = "torch._scaled_mm per-tensor (ceiling)"
+    block_scaled = False
+    conversion = "A, B to K-major (copies)"
+
+    @staticmethod
+    def _scales(p):
+        return p.a_scale.abs().mean().reshape(()), p.b_scale.abs().mean().reshape(())
+
+    def convert(self, p):
+        return (_k_major(p.a), _k_major(p.b)) + self._scales(p)
+
+    def run(self, a, b, a_scale, b_scale, out_dtype):
+        return torch._scaled_mm(a, b.t(), scale_a=a_scale, scale_b=b_scale, out_dtype=out_dtype)
+
+    def reference(self, p):
+        sa, sb = self._scales(p)
+        return (p.a.float() @ p.b.float().t()) * (sa * sb)
+
+
+class Bf16Matmul(Peer):
+    """torch.matmul on bf16 copies of the dequantized operands, prepared untimed: what a bf16 model costs."""
+    name = "bf16"
+    label = "torch.matmul bf16"
+    block_scaled = False
+    conversion = "none (bf16 operands made untimed, same strides as given)"
+
+    def unavailable(self, device):
+        return None if device.type == "cuda" else "bf16 baseline is a GPU peer"
+
+    @staticmethod
+    def _as_given(x: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+        return x.t().contiguous().t() if like.stride(0) == 1 and like.stride(1) != 1 else x.contiguous()
+
+    def prepare(self, p, timer, check_fn):
+        a = self._as_given(dequant(p.a, p.a_scale, 1).to(torch.bfloat16), p.a)
+        b = self._as_given(dequant(p.b, p.b_scale, SCALE_BLOCK_N).to(torch.bfloat16), p.b)
+        return (lambda: torch.matmul(a, b.t()).to(p.out_dtype)), {}
+
+
+class TritonBlock(Peer):
+    name = "triton"
+    label = "Triton block (vLLM design, here)"
+    conversion = "A, B to K-major (copies)"
+
+    def unavailable(self, device):
+        if device.type != "cuda":
+            return "Triton needs a GPU"
+        try:
+            from . import triton_blockscaled  # noqa: F401
+        except ImportError as exc:
+            return f"triton not importable: {exc}"
+        return None
+
+    def convert(self, p):
+        return _k_major(p.a), _k_major(p.b), p.a_scale, p.b_scale
+
+    def prepare(self, p, timer, check_fn):
+        from .triton_blockscaled import blockscaled_gemm, tune
+        args = self.convert(p)
+        ref = self.reference(p)
+        best, log = tune(lambda cfg: blockscaled_gemm(*args, cfg, out_dtype=p.out_dtype),
+                         lambda out: check_fn(out, ref),
+                         lambda fn: timer.time(fn, iters=TUNE_ITERS).median_us)
+        info = {"tuning": log, "config": best}
+        if best is None:
+            # No config passed: time nothing, let the check report the first config's error.
+            best = log[0]["config"]
+        if p.shape.layout == LAYOUT_CHALLENGE:
+            return (lambda: blockscaled_gemm(*self.convert(p), best, out_dtype=p.out_dtype)), info
+        return (lambda: blockscaled_gemm(*args, best, out_dtype=p.out_dtype)), info
+
+
+class DeepGemm(Peer):
+    """DeepGEMM's NT FP8 GEMM with 1x128 / 128x128 fp32 scales (sm90), when the package is importable."""
+    name = "deepgemm"
+    label = "DeepGEMM"
+    conversion = "A, B to K-major (copies), As to DeepGEMM's TMA-aligned M-major layout"
+
+    def _module(self):
+        import deep_gemm
+        return deep_gemm
+
+    def unavailable(self, device):
+        if device.type != "cuda" or torch.version.hip:
+            return "DeepGEMM is CUDA-only"
+        try:
+            self._module()
+        except ImportError as exc:
+            return f"deep_gemm not importable: {exc}"
+        return None
+
+    def convert(self, p):
+        dg = self._module()
+        a_scale = p.a_scale
+        if hasattr(dg, "get_col_major_tma_aligned_tensor"):  # older releases want the scale pre-laid-out
+            a_scale = dg.get_col_major_tma_aligned_tensor(a_scale.contiguous())
+        return _k_major(p.a), _k_major(p.b), a_scale, p.b_scale.contiguous()
+
+    def run(self, a, b, a_scale, b_scale, out_dtype):
+        dg = self._module()
+        gemm = getattr(dg, "fp8_gemm_nt", None) or dg.gemm_fp8_fp8_bf16_nt
+        out = torch.empty(a.shape[0], b.shape[0], dtype=out_dtype, device=a.device)
+        gemm((a, a_scale), (b, b_scale), out)
+        return out
+
+
+class Aiter(Peer):
+    """AITER's CK block-scaled GEMM (ROCm), when the package is importable."""
+    name = "aiter"
+    label = "AITER gemm_a8w8_blockscale"
+    conversion = "A, B to K-major (copies)"
+
+    def unavailable(self, device):
+        if not torch.version.hip:
+            return "AITER is ROCm-only"
+        try:
+            import aiter  # noqa: F401
+        except ImportError as exc:
+            return f"aiter not importable: {exc}"
+        return None
+
+    def convert(self, p):
+        return _k_major(p.a), _k_major(p.b), p.a_scale.contiguous(), p.b_scale.contiguous()
+
+    def run(self, a, b, a_scale, b_scale, out_dtype):
+        import aiter
+        return aiter.gemm_a8w8_blockscale(a, b, a_scale, b_scale, dtype=out_dtype)
+
+
+class DequantFp32(Peer):
+    """What a user without a kernel does on CPU: dequantize both operands to fp32 (timed) + torch.matmul."""
+    name = "dequant-fp32"
+    label = "dequant fp32 + torch.matmul"
+    conversion = "dequantization of A and B, in every call"
+
+    def run(self, a, b, a_scale, b_scale, out_dtype):
+        return (dequant(a, a_scale, 1) @ dequant(b, b_scale, SCALE_BLOCK_N).t()).to(out_dtype)
+
+    def prepare(self, p, timer, check_fn):
+        return (lambda: self.run(p.a, p.b, p.a_scale, p.b_scale, p.out_dtype)), {}
+
+
+ALL_PEERS = [Ours, ScaledMMBlock, ScaledMMTensor, Bf16Matmul, TritonBlock, DeepGemm, Aiter, DequantFp32]
+DEFAULT_PEERS = {
+    "cuda": ["ours", "scaled-mm-block", "scaled-mm-tensor", "bf16", "triton", "deepgemm"],
+    "rocm": ["ours", "scaled-mm-block", "scaled-mm-tensor", "aiter"],
+    "cpu": ["ours", "dequant-fp32"],
+}
+
+
+def select_peers(backend: str, names=None, extra=()):
+    """Peer instances for `backend`, optionally restricted to `names`; `extra` peers are appended."""
+    registry = {cls.name: cls for cls in ALL_PEERS}
+    registry.update({peer.name: type(peer) for peer in extra})
+    wanted = names or DEFAULT_PEERS[backend] + [peer.name for peer in extra]
+    unknown = [n for n in wanted if n not in registry]
+    if unknown:
+        raise ValueError(f"--peers: unknown peer(s) {unknown}; known: {sorted(registry)}")
+    extra_by_name = {peer.name: peer for peer in extra}
+    return [extra_by_name.get(n) or registry[n]() for n in wanted]
