@@ -1,0 +1,283 @@
+// The sm_90a FP8 block-scaled GEMM kernel: C = (A * As) @ (B * Bs)^T, A [M,K] and B [N,K] K-major e4m3fn.
+//
+// One template, instantiated per row of kTileConfigs (gemm_heuristics.h):
+//  - a persistent grid walks work units (tile x K split) with grouped rasterization (kGroupM) so
+//    that CTAs running at the same time share A and B tiles in L2;
+//  - one producer warpgroup (one thread issues TMA, registers given away with setmaxnreg.dec) fills a
+//    kStages-deep ring of 128B-swizzled A/B tiles guarded by full/empty mbarriers;
+//  - 1 or 2 math warpgroups (64 rows each) run 4 wgmma m64nNk32 steps per 128-K block into a
+//    temporary accumulator, wait, then promote `acc += tmp * As[row, kb] * Bs[col / 128, kb]` in fp32
+//    registers (two-level accumulation: FP8 tensor-core sums lose bits over long K);
+//  - the epilogue converts (bf16/fp16 round-to-nearest-even, or fp32) and stores from registers with
+//    row/column guards, so ragged M and N never write out of bounds; ragged K is zero-filled by TMA.
+// Raw PTX (hopper_ptx.h) rather than CUTLASS/CuTe: a dozen instructions, fast CI compiles, and full
+// control over where the promotion sits relative to the asynchronous wgmma window.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "../gemm_launcher.h"
+#include "gemm_heuristics.h"
+#include "hopper_layout.h"
+#include "hopper_ptx.h"
+#include "wgmma_fp8.h"
+
+namespace gemm::cuda {
+
+// Register budgets after setmaxnreg: the producer needs few; math warpgroups hold 2 accumulators.
+constexpr int kProducerRegs = 40;
+constexpr int kMathRegs1WG = 240;   // 128*40 + 128*240 <= 64K registers
+constexpr int kMathRegs2WG = 232;   // 128*40 + 256*232 <= 64K registers
+
+struct KernelParams {
+  int64_t m = 0, n = 0;
+  int num_kblocks = 0, kblocks_per_split = 0;
+  int64_t m_blocks = 0, n_blocks = 0, units = 0;
+  const float* a_scale = nullptr;
+  int64_t a_scale_stride_m = 0, a_scale_stride_k = 0;
+  const float* b_scale = nullptr;
+  int64_t b_scale_stride_n = 0, b_scale_stride_k = 0;
+  void* out = nullptr;
+  int64_t out_ld = 0;
+  int64_t split_plane = 0;  // elements between the fp32 partial planes of consecutive K splits
+  OutFormat out_format = OutFormat::kBF16;
+  bool out_pairs = false;   // base and row stride allow 2-element vector stores
+};
+
+struct WorkUnit {
+  int64_t m_blk, n_blk;
+  int split, kb_begin, kb_end;
+};
+
+// Split is the slowest index: CTAs running together work on one K range of neighbouring tiles.
+__device__ __forceinline__ WorkUnit decode_unit(const KernelParams& p, int64_t u) {
+  const int64_t tiles = p.m_blocks * p.n_blocks;
+  WorkUnit w;
+  w.split = static_cast<int>(u / tiles);
+  const int64_t t = u % tiles;
+  const int64_t group_span = kGroupM * p.n_blocks;
+  const int64_t first_m = (t / group_span) * kGroupM;
+  const int64_t group_rows = min(static_cast<int64_t>(kGroupM), p.m_blocks - first_m);
+  const int64_t r = t % group_span;
+  w.m_blk = first_m + r % group_rows;
+  w.n_blk = r / group_rows;
+  w.kb_begin = w.split * p.kblocks_per_split;
+  w.kb_end = min(w.kb_begin + p.kblocks_per_split, p.num_kblocks);
+  return w;
+}
+
+template <typename T> struct OutPair;
+template <> struct OutPair<__nv_bfloat16> {
+  using Vec = __nv_bfloat162;
+  __device__ static Vec pack(float a, float b) { return __floats2bfloat162_rn(a, b); }
+  __device__ static __nv_bfloat16 one(float a) { return __float2bfloat16_rn(a); }
+};
+template <> struct OutPair<__half> {
+  using Vec = __half2;
+  __device__ static Vec pack(float a, float b) { return __floats2half2_rn(a, b); }
+  __device__ static __half one(float a) { return __float2half_rn(a); }
+};
+template <> struct OutPair<float> {
+  using Vec = float2;
+  __device__ static Vec pack(float a, float b) { return make_float2(a, b); }
+  __device__ static float one(float a) { return a; }
+};
+
+// Stores one thread's accumulator fragment; 64-bit offsets (M*N may exceed 2^31).
+template <typename T, int kAcc>
+__device__ __forceinline__ void store_fragment(const float (&acc)[kAcc], T* out, int64_t ld,
+                                               int64_t row0, int64_t col0, int64_t m, int64_t n,
+                                               bool pairs) {
+  using P = OutPair<T>;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int64_t row = row0 + h * hopper::kFragRowHalf;
+    if (row >= m) continue;
+    T* out_row = out + row * ld;
+#pragma unroll
+    for (int q = 0; q < kAcc / hopper::kFragRegsPerQuad; ++q) {
+      const int64_t col = col0 + q * hopper::kFragColStride;
+      const float v0 = acc[q * hopper::kFragRegsPerQuad + 2 * h];
+      const float v1 = acc[q * hopper::kFragRegsPerQuad + 2 * h + 1];
+      if (pairs && col + 1 < n) {
+        *reinterpret_cast<typename P::Vec*>(out_row + col) = P::pack(v0, v1);
+      } else {
+        if (col < n) out_row[col] = P::one(v0);
+        if (col + 1 < n) out_row[col + 1] = P::one(v1);
+      }
+    }
+  }
+}
+
+template <int kBlockM, int kBlockN>
+__global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
+    fp8_gemm_kernel(const __grid_constant__ CUtensorMap tmap_a,
+                    const __grid_constant__ CUtensorMap tmap_b, const KernelParams p) {
+  constexpr TileConfig kCfg{kBlockM, kBlockN};
+  constexpr int kStages = num_stages(kCfg);
+  constexpr int kMathWG = num_math_warpgroups(kCfg);
+  constexpr int kABytes = kBlockM * kBlockK;
+  constexpr int kBBytes = kBlockN * kBlockK;
+  constexpr int kKSteps = kBlockK / hopper::kWgmmaK;
+  // A tile never spans more than this many 128-wide B scale blocks.
+  constexpr int kMaxScaleBlocks = (kBlockN + kScaleBlockN - 1) / kScaleBlockN + 1;
+  using Mma = WgmmaFp8<kBlockN>;
+  constexpr int kAcc = Mma::kAccRegs;
+  static_assert(kBlockM % hopper::kWgmmaM == 0 && kBlockN % hopper::kWgmmaNAlign == 0 &&
+                    kBlockN <= hopper::kTmaMaxBox && kBlockM <= hopper::kTmaMaxBox,
+                "tile shape outside what wgmma/TMA take");
+  static_assert(kABytes % hopper::kSwizzleAtomBytes == 0 && kBBytes % hopper::kSwizzleAtomBytes == 0,
+                "stage buffers must stay 1024-byte aligned for the 128B swizzle");
+  static_assert(kMaxScaleBlocks <= 3, "promotion selects among at most 3 B scale blocks");
+
+  extern __shared__ uint8_t smem_raw[];
+  // The 128B swizzle pattern is a function of address bits [4,10): tiles start 1024-aligned.
+  const uint32_t raw_addr = ptx::smem_addr(smem_raw);
+  uint8_t* smem = smem_raw + ((hopper::kSwizzleAtomBytes - raw_addr % hopper::kSwizzleAtomBytes) %
+                              hopper::kSwizzleAtomBytes);
+  uint8_t* smem_a = smem;
+  uint8_t* smem_b = smem + kStages * kABytes;
+  uint64_t* full_bar = reinterpret_cast<uint64_t*>(smem_b + kStages * kBBytes);
+  uint64_t* empty_bar = full_bar + kStages;
+
+  const int warpgroup = threadIdx.x / hopper::kWarpgroupThreads;
+  const int tid = threadIdx.x % hopper::kWarpgroupThreads;
+  const int lane = tid % hopper::kWarpSize;
+
+  if (threadIdx.x == 0) {
+    ptx::tma_prefetch_desc(&tmap_a);
+    ptx::tma_prefetch_desc(&tmap_b);
+#pragma unroll
+    for (int s = 0; s < kStages; ++s) {
+      ptx::mbar_init(&full_bar[s], 1);                                 // producer's expect_tx
+      ptx::mbar_init(&empty_bar[s], kMathWG * hopper::kWarpgroupWarps);  // one arrive per math warp
+    }
+    ptx::fence_barrier_init();
+  }
+  __syncthreads();
+
+  if (warpgroup == kMathWG) {
+    // ---------------- producer ----------------
+    ptx::setmaxnreg_dec<kProducerRegs>();
+    if (tid == 0) {
+      int iter = 0;
+      for (int64_t u = blockIdx.x; u < p.units; u += gridDim.x) {
+        const WorkUnit w = decode_unit(p, u);
+        for (int kb = w.kb_begin; kb < w.kb_end; ++kb, ++iter) {
+          const int s = iter % kStages;
+          const uint32_t phase = (iter / kStages) & 1;
+          ptx::mbar_wait(&empty_bar[s], phase ^ 1);  // fresh barriers pass parity 1 at once
+          ptx::mbar_arrive_expect_tx(&full_bar[s], kABytes + kBBytes);
+          ptx::tma_load_2d(smem_a + s * kABytes, &tmap_a, &full_bar[s], kb * kBlockK,
+                           static_cast<int32_t>(w.m_blk * kBlockM));
+          ptx::tma_load_2d(smem_b + s * kBBytes, &tmap_b, &full_bar[s], kb * kBlockK,
+                           static_cast<int32_t>(w.n_blk * kBlockN));
+        }
+      }
+    }
+    return;
+  }
+
+  // ---------------- math warpgroups ----------------
+  ptx::setmaxnreg_inc<kMathWG == 1 ? kMathRegs1WG : kMathRegs2WG>();
+  const int64_t num_scale_n = (p.n + kScaleBlockN - 1) / kScaleBlockN;
+  const int frag_row0 = hopper::frag_row(tid, 0);
+  const int frag_col0 = hopper::frag_col(tid, 0);
+  float acc[kAcc];
+  float tmp[kAcc];
+  int iter = 0;
+  for (int64_t u = blockIdx.x; u < p.units; u += gridDim.x) {
+    const WorkUnit w = decode_unit(p, u);
+    const int64_t row0 = w.m_blk * kBlockM + warpgroup * hopper::kWgmmaM + frag_row0;
+    const int64_t row1 = row0 + hopper::kFragRowHalf;
+    const bool row0_ok = row0 < p.m, row1_ok = row1 < p.m;
+    const float* a_scale0 = p.a_scale + (row0_ok ? row0 : 0) * p.a_scale_stride_m;
+    const float* a_scale1 = p.a_scale + (row1_ok ? row1 : 0) * p.a_scale_stride_m;
+    // B scale blocks touched by this tile: nb0, and from tile-local column `next_block_col` on nb0+1.
+    const int64_t n0 = w.n_blk * kBlockN;
+    const int64_t nb0 = n0 / kScaleBlockN;
+    const int next_block_col = static_cast<int>((nb0 + 1) * kScaleBlockN - n0);
+    const bool one_scale_block = next_block_col >= kBlockN || nb0 + 1 >= num_scale_n;
+    const float* b_scale = p.b_scale + nb0 * p.b_scale_stride_n;
+
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) acc[i] = 0.f;
+
+    for (int kb = w.kb_begin; kb < w.kb_end; ++kb, ++iter) {
+      const int s = iter % kStages;
+      const uint32_t phase = (iter / kStages) & 1;
+      // Scales are loaded before the barrier wait so their latency hides behind the MMAs.
+      const float sa0 = row0_ok ? a_scale0[kb * p.a_scale_stride_k] : 0.f;
+      const float sa1 = row1_ok ? a_scale1[kb * p.a_scale_stride_k] : 0.f;
+      float sb[kMaxScaleBlocks];
+#pragma unroll
+      for (int j = 0; j < kMaxScaleBlocks; ++j) {
+        sb[j] = (j == 0 || (!one_scale_block && nb0 + j < num_scale_n))
+                    ? b_scale[j * p.b_scale_stride_n + kb * p.b_scale_stride_k]
+                    : 0.f;
+      }
+
+      ptx::mbar_wait(&full_bar[s], phase);
+      const uint64_t desc_a = hopper::make_smem_desc_k_major_sw128(
+          ptx::smem_addr(smem_a + s * kABytes + warpgroup * hopper::kWgmmaM * kBlockK));
+      const uint64_t desc_b =
+          hopper::make_smem_desc_k_major_sw128(ptx::smem_addr(smem_b + s * kBBytes));
+      ptx::fence_regs(tmp);
+      ptx::wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < kKSteps; ++ks) {
+        Mma::mma(tmp, desc_a + ks * hopper::kDescKStep, desc_b + ks * hopper::kDescKStep, ks > 0);
+      }
+      ptx::wgmma_commit();
+      ptx::wgmma_wait<0>();
+      ptx::fence_regs(tmp);
+      if (lane == 0) ptx::mbar_arrive(&empty_bar[s]);  // stage free: the next TMA may land
+
+      if (one_scale_block) {
+        const float s0 = sa0 * sb[0], s1 = sa1 * sb[0];
+#pragma unroll
+        for (int q = 0; q < kAcc; q += hopper::kFragRegsPerQuad) {
+          acc[q] = fmaf(tmp[q], s0, acc[q]);
+          acc[q + 1] = fmaf(tmp[q + 1], s0, acc[q + 1]);
+          acc[q + 2] = fmaf(tmp[q + 2], s1, acc[q + 2]);
+          acc[q + 3] = fmaf(tmp[q + 3], s1, acc[q + 3]);
+        }
+      } else {
+        // Column pairs never straddle a block boundary (boundaries and pairs are 8/2-aligned).
+#pragma unroll
+        for (int q = 0; q < kAcc; q += hopper::kFragRegsPerQuad) {
+          const int col = frag_col0 + (q / hopper::kFragRegsPerQuad) * hopper::kFragColStride;
+          float sbc = col < next_block_col ? sb[0] : sb[1];
+          if (kMaxScaleBlocks > 2 && col >= next_block_col + kScaleBlockN) sbc = sb[2];
+          const float s0 = sa0 * sbc, s1 = sa1 * sbc;
+          acc[q] = fmaf(tmp[q], s0, acc[q]);
+          acc[q + 1] = fmaf(tmp[q + 1], s0, acc[q + 1]);
+          acc[q + 2] = fmaf(tmp[q + 2], s1, acc[q + 2]);
+          acc[q + 3] = fmaf(tmp[q + 3], s1, acc[q + 3]);
+        }
+      }
+    }
+
+    const int64_t col0 = n0 + frag_col0;
+    switch (p.out_format) {
+      case OutFormat::kBF16:
+        store_fragment(acc, static_cast<__nv_bfloat16*>(p.out), p.out_ld, row0, col0, p.m, p.n,
+                       p.out_pairs);
+        break;
+      case OutFormat::kFP16:
+        store_fragment(acc, static_cast<__half*>(p.out), p.out_ld, row0, col0, p.m, p.n,
+                       p.out_pairs);
+        break;
+      case OutFormat::kFP32:
+        store_fragment(acc, static_cast<float*>(p.out) + w.split * p.split_plane, p.out_ld, row0,
+                       col0, p.m, p.n, p.out_pairs);
+        break;
+    }
+  }
+}
+
+}  // namespace gemm::cuda

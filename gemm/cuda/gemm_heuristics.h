@@ -1,0 +1,119 @@
+// Tile-shape and split-K choice for the sm_90a FP8 GEMM. Pure C++ (no CUDA include) so that a CPU
+// test can compile it and check that the test shapes reach every configuration.
+//
+// The tile table is data: the kernel is ONE template instantiated once per row of kTileConfigs.
+// For a problem the planner scores every (config, split count) pair with a small per-SM roofline
+// model (persistent grid: each SM runs ceil(units / SMs) work units back to back) and keeps the
+// cheapest. Split-K is chosen only when it fills otherwise idle SMs (decode shapes with long K).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "hopper_layout.h"
+
+namespace gemm::cuda {
+
+constexpr int kBlockK = 128;  // = kScaleBlockK = one 128-byte swizzle row of FP8
+
+struct TileConfig {
+  int block_m;  // 64 * number of math warpgroups
+  int block_n;  // wgmma N, % 8 == 0, <= 256 (a value not dividing 128 straddles B scale blocks)
+};
+
+// BLOCK_M 64: decode / small M (one math warpgroup). BLOCK_M 128: two math warpgroups sharing B.
+// Non-power-of-two widths cut waves: 112 tiles N=7168 into 64 blocks, 192 tiles 24576 into 128.
+inline constexpr TileConfig kTileConfigs[] = {
+    {64, 64}, {64, 96}, {64, 112}, {64, 128}, {64, 192},
+    {128, 112}, {128, 128}, {128, 144}, {128, 160},
+};
+inline constexpr int kNumTileConfigs = sizeof(kTileConfigs) / sizeof(kTileConfigs[0]);
+
+constexpr int kMaxStages = 8;
+constexpr int kSmemAlignSlack = hopper::kSwizzleAtomBytes;  // dynamic smem rounded up to 1024 B
+constexpr int kBarrierBytesPerStage = 2 * 8;                // full + empty mbarrier
+
+GEMM_HOST_DEVICE constexpr int stage_bytes(const TileConfig& c) { return (c.block_m + c.block_n) * kBlockK; }
+GEMM_HOST_DEVICE constexpr int num_stages(const TileConfig& c) {
+  const int fit = (hopper::kMaxSmemPerBlock - kSmemAlignSlack) / (stage_bytes(c) + kBarrierBytesPerStage);
+  return fit < kMaxStages ? fit : kMaxStages;
+}
+GEMM_HOST_DEVICE constexpr int smem_bytes(const TileConfig& c) {
+  return num_stages(c) * (stage_bytes(c) + kBarrierBytesPerStage) + kSmemAlignSlack;
+}
+GEMM_HOST_DEVICE constexpr int num_math_warpgroups(const TileConfig& c) { return c.block_m / hopper::kWgmmaM; }
+GEMM_HOST_DEVICE constexpr int num_threads(const TileConfig& c) {
+  return (num_math_warpgroups(c) + 1) * hopper::kWarpgroupThreads;  // + one producer warpgroup
+}
+
+// Rows of M blocks walked together by the persistent scheduler so that concurrently running CTAs
+// share A and B tiles in L2.
+constexpr int kGroupM = 8;
+constexpr int kMaxSplits = 16;
+constexpr int kMinKBlocksPerSplit = 2;
+
+// H200 per-SM model constants (measured peers in /work/shared/reference/performance.md):
+// FP8 dense ~1979 TFLOP/s over 132 SMs at ~80 % achievable; HBM ~4.3 TB/s copy; L2->SM ~70 GB/s/SM.
+constexpr double kSmFlopsPerUs = 12.0e6;
+constexpr double kSmBytesPerUs = 70.0e3;
+constexpr double kDramBytesPerUs = 4.0e6;
+constexpr double kUnitOverheadUs = 0.3;    // pipeline drain + epilogue issue per work unit
+constexpr double kReduceLaunchUs = 2.0;    // extra kernel for the fixed-order split-K reduction
+
+struct Plan {
+  int config = 0;        // index into kTileConfigs
+  int splits = 1;        // K split count (1: no split-K)
+  int kblocks_per_split = 0;
+  int64_t m_blocks = 0, n_blocks = 0;
+  int64_t units = 0;     // m_blocks * n_blocks * splits
+  int grid = 0;          // persistent CTAs = min(units, SMs)
+  double cost_us = 0;
+};
+
+GEMM_HOST_DEVICE constexpr int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+inline Plan make_plan(int config, int splits, int64_t m, int64_t n, int64_t k, int num_sms,
+                      int out_bytes) {
+  const TileConfig& c = kTileConfigs[config];
+  Plan p;
+  p.config = config;
+  const int64_t kblocks = cdiv(k, kBlockK);
+  p.kblocks_per_split = static_cast<int>(cdiv(kblocks, splits));
+  p.splits = static_cast<int>(cdiv(kblocks, p.kblocks_per_split));  // no empty splits
+  p.m_blocks = cdiv(m, c.block_m);
+  p.n_blocks = cdiv(n, c.block_n);
+  p.units = p.m_blocks * p.n_blocks * p.splits;
+  p.grid = static_cast<int>(std::min<int64_t>(p.units, num_sms));
+  const double waves = static_cast<double>(cdiv(p.units, num_sms));
+  const double kb = p.kblocks_per_split;
+  const double compute = waves * kb * 2.0 * c.block_m * c.block_n * kBlockK / kSmFlopsPerUs *
+                         (1.0 + 16.0 / c.block_n);  // narrow wgmma re-reads A more per FLOP
+  const double stream = waves * kb * stage_bytes(c) / kSmBytesPerUs;
+  const double unique = static_cast<double>(m * k + n * k + m * n * out_bytes);
+  const double partials = p.splits > 1 ? 2.0 * p.splits * m * n * 4 : 0.0;
+  const double dram = (unique + partials) / kDramBytesPerUs;
+  p.cost_us = std::max({compute, stream, dram}) + waves * kUnitOverheadUs +
+              (p.splits > 1 ? kReduceLaunchUs : 0.0);
+  return p;
+}
+
+// The cheapest plan under the model; ties keep the earlier (smaller) config and fewer splits.
+inline Plan choose_plan(int64_t m, int64_t n, int64_t k, int num_sms, int out_bytes) {
+  const int64_t kblocks = cdiv(k, kBlockK);
+  Plan best;
+  bool have = false;
+  for (int cfg = 0; cfg < kNumTileConfigs; ++cfg) {
+    const int64_t tiles = cdiv(m, kTileConfigs[cfg].block_m) * cdiv(n, kTileConfigs[cfg].block_n);
+    for (int s = 1; s <= kMaxSplits; ++s) {
+      if (s > 1 && (kblocks < s * kMinKBlocksPerSplit || tiles * s > num_sms)) break;
+      const Plan p = make_plan(cfg, s, m, n, k, num_sms, out_bytes);
+      if (!have || p.cost_us < best.cost_us * 0.999) {
+        best = p;
+        have = true;
+      }
+    }
+  }
+  return best;
+}
+
+}  // namespace gemm::cuda

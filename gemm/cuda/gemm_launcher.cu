@@ -1,0 +1,267 @@
+// CUDA sm_90a implementation of gemm::gemm_launch (see gemm/gemm_launcher.h).
+//
+// Per call: pick a plan (gemm_heuristics.h), make A and B TMA-readable (repack into workspace only
+// when their layout needs it), encode the two tensor maps, launch the persistent kernel on the
+// caller's stream, and for split-K plans a fixed-order reduction. Never synchronizes, never prints.
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <array>
+#include <atomic>
+#include <string>
+#include <utility>
+
+#include "../gemm_launcher.h"
+#include "aux_kernels.cuh"
+#include "fp8_gemm_kernel.cuh"
+#include "gemm_heuristics.h"
+#include "gemm_cuda.h"
+#include "hopper_layout.h"
+
+namespace gemm {
+namespace {
+
+using cuda::KernelParams;
+using cuda::Plan;
+using cuda::TileConfig;
+using cuda::kTileConfigs;
+
+constexpr int kMaxDevices = 64;
+constexpr unsigned kTensorMapDriverVersion = 12000;  // cuTensorMapEncodeTiled's ABI since CUDA 12.0
+constexpr int64_t kMaxGridY = 65535;
+constexpr int64_t kReduceBlocksPerSm = 8;  // enough resident warps to cover load latency
+
+std::string cuda_error(const char* what, cudaError_t err) {
+  return std::string("gemm (CUDA): ") + what + " failed: " + cudaGetErrorString(err);
+}
+
+// Multiprocessor count read once per device index (benign race: every writer stores the same value).
+int sm_count(int device, std::string& err) {
+  static std::atomic<int> cache[kMaxDevices] = {};
+  if (device >= 0 && device < kMaxDevices) {
+    if (const int v = cache[device].load(std::memory_order_relaxed)) return v;
+  }
+  int v = 0;
+  const cudaError_t e = cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, device);
+  if (e != cudaSuccess) {
+    err = cuda_error("cudaDeviceGetAttribute(MultiProcessorCount)", e);
+    return 0;
+  }
+  if (device >= 0 && device < kMaxDevices) cache[device].store(v, std::memory_order_relaxed);
+  return v;
+}
+
+using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
+                                   const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
+                                   const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                   CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+// The driver entry point through the runtime: no link against libcuda is needed.
+EncodeTiledFn tensor_map_encoder() {
+  static const EncodeTiledFn fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, kTensorMapDriverVersion,
+                                         cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      return static_cast<EncodeTiledFn>(nullptr);
+    }
+    return reinterpret_cast<EncodeTiledFn>(p);
+  }();
+  return fn;
+}
+
+// A K-major FP8 operand as TMA will read it.
+struct Operand {
+  const uint8_t* ptr = nullptr;
+  int64_t row_bytes = 0;
+};
+
+bool tma_readable(const void* ptr, int64_t rows, int64_t k, int64_t stride_row, int64_t stride_k) {
+  const auto addr = reinterpret_cast<uintptr_t>(ptr);
+  if (addr % cuda::hopper::kTmaAlignBytes != 0) return false;
+  if (k > 1 && stride_k != 1) return false;
+  if (rows == 1) return true;
+  return stride_row >= k && stride_row % cuda::hopper::kTmaAlignBytes == 0;
+}
+
+// Returns the operand TMA reads: the tensor itself, or a K-major copy in workspace.
+std::string prepare_operand(const char* name, const void* ptr, int64_t rows, int64_t k,
+                            int64_t stride_row, int64_t stride_k, const Workspace& ws,
+                            cudaStream_t stream, Operand& op) {
+  const int64_t packed_ld = cuda::cdiv(k, cuda::hopper::kTmaAlignBytes) * cuda::hopper::kTmaAlignBytes;
+  if (tma_readable(ptr, rows, k, stride_row, stride_k)) {
+    op.ptr = static_cast<const uint8_t*>(ptr);
+    op.row_bytes = rows == 1 ? packed_ld : stride_row;
+    return {};
+  }
+  const size_t bytes = static_cast<size_t>(rows) * static_cast<size_t>(packed_ld);
+  auto* dst = static_cast<uint8_t*>(ws.get(bytes));
+  if (dst == nullptr) {
+    return std::string("gemm (CUDA): workspace allocation of ") + std::to_string(bytes) +
+           " bytes for the K-major copy of `" + name + "` failed";
+  }
+  const dim3 grid(static_cast<unsigned>(cuda::cdiv(k, cuda::kRepackTile)),
+                  static_cast<unsigned>(std::min(cuda::cdiv(rows, cuda::kRepackTile), kMaxGridY)));
+  cuda::repack_k_major_kernel<<<grid, cuda::kRepackThreads, 0, stream>>>(
+      static_cast<const uint8_t*>(ptr), rows, k, stride_row, stride_k, dst, packed_ld);
+  op.ptr = dst;
+  op.row_bytes = packed_ld;
+  return {};
+}
+
+std::string encode_operand(const char* name, const Operand& op, int64_t rows, int64_t k,
+                           int box_rows, CUtensorMap& map) {
+  const EncodeTiledFn encode = tensor_map_encoder();
+  if (encode == nullptr) {
+    return "gemm (CUDA): cuTensorMapEncodeTiled is unavailable from the driver (needs CUDA >= 12.0)";
+  }
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(k), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(op.row_bytes)};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(cuda::kBlockK), static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t elem_strides[2] = {1, 1};
+  const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2,
+                            const_cast<uint8_t*>(op.ptr), dims, strides, box, elem_strides,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    return std::string("gemm (CUDA): cuTensorMapEncodeTiled for `") + name + "` failed with CUresult " +
+           std::to_string(static_cast<int>(r)) + " (rows " + std::to_string(rows) + ", k " +
+           std::to_string(k) + ", row stride " + std::to_string(op.row_bytes) + " bytes)";
+  }
+  return {};
+}
+
+// ---- dispatch: one launcher per row of kTileConfigs ----
+using ConfigLauncher = cudaError_t (*)(const CUtensorMap&, const CUtensorMap&, const KernelParams&,
+                                       int grid, cudaStream_t);
+
+template <int I>
+cudaError_t launch_config(const CUtensorMap& ta, const CUtensorMap& tb, const KernelParams& p,
+                          int grid, cudaStream_t stream) {
+  constexpr TileConfig c = kTileConfigs[I];
+  auto* kernel = &cuda::fp8_gemm_kernel<c.block_m, c.block_n>;
+  constexpr int smem = cuda::smem_bytes(c);
+  // Set on every launch: cheap, and free of first-call races across threads and devices.
+  const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (e != cudaSuccess) return e;
+  kernel<<<grid, cuda::num_threads(c), smem, stream>>>(ta, tb, p);
+  return cudaGetLastError();
+}
+
+template <size_t... I>
+constexpr std::array<ConfigLauncher, sizeof...(I)> make_launchers(std::index_sequence<I...>) {
+  return {&launch_config<static_cast<int>(I)>...};
+}
+constexpr auto kLaunchers = make_launchers(std::make_index_sequence<cuda::kNumTileConfigs>{});
+
+int out_bytes(OutFormat f) { return f == OutFormat::kFP32 ? 4 : 2; }
+
+}  // namespace
+
+namespace cuda {
+
+std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, void* stream_ptr,
+                             const Plan& plan) {
+  if (args.a_format != Fp8Format::kE4M3FN || args.b_format != Fp8Format::kE4M3FN) {
+    return "gemm (CUDA): a and b must be float8_e4m3fn on sm_90a (got a format " +
+           std::to_string(static_cast<int>(args.a_format)) + ", b format " +
+           std::to_string(static_cast<int>(args.b_format)) + "; 0 = e4m3fn, 1 = e4m3fnuz)";
+  }
+  if (args.c_stride_n != 1) {
+    return "gemm (CUDA): out must have unit stride along N (expected c_stride_n 1, got " +
+           std::to_string(args.c_stride_n) + ")";
+  }
+  auto stream = static_cast<cudaStream_t>(stream_ptr);
+  const int64_t m = args.m, n = args.n, k = args.k;
+  const TileConfig& cfg = kTileConfigs[plan.config];
+  std::string err;
+
+  Operand a, b;
+  if (err = prepare_operand("a", args.a, m, k, args.a_stride_m, args.a_stride_k, workspace, stream, a);
+      !err.empty()) return err;
+  if (err = prepare_operand("b", args.b, n, k, args.b_stride_n, args.b_stride_k, workspace, stream, b);
+      !err.empty()) return err;
+  CUtensorMap map_a, map_b;
+  if (err = encode_operand("a", a, m, k, cfg.block_m, map_a); !err.empty()) return err;
+  if (err = encode_operand("b", b, n, k, cfg.block_n, map_b); !err.empty()) return err;
+
+  KernelParams p;
+  p.m = m;
+  p.n = n;
+  p.num_kblocks = static_cast<int>(cuda::cdiv(k, cuda::kBlockK));
+  p.kblocks_per_split = plan.kblocks_per_split;
+  p.m_blocks = plan.m_blocks;
+  p.n_blocks = plan.n_blocks;
+  p.units = plan.units;
+  p.a_scale = args.a_scale;
+  p.a_scale_stride_m = args.a_scale_stride_m;
+  p.a_scale_stride_k = args.a_scale_stride_k;
+  p.b_scale = args.b_scale;
+  p.b_scale_stride_n = args.b_scale_stride_n;
+  p.b_scale_stride_k = args.b_scale_stride_k;
+
+  float* partial = nullptr;
+  if (plan.splits > 1) {
+    // Each split writes its own fp32 plane; the reduction sums planes 0..S-1 in order (deterministic).
+    const size_t bytes = static_cast<size_t>(plan.splits) * static_cast<size_t>(m * n) * sizeof(float);
+    partial = static_cast<float*>(workspace.get(bytes));
+    if (partial == nullptr) {
+      return "gemm (CUDA): workspace allocation of " + std::to_string(bytes) +
+             " bytes for split-K partial sums failed";
+    }
+    p.out = partial;
+    p.out_ld = n;
+    p.split_plane = m * n;
+    p.out_format = OutFormat::kFP32;
+    p.out_pairs = n % 2 == 0;
+  } else {
+    p.out = args.c;
+    p.out_ld = args.c_stride_m;
+    p.out_format = args.c_format;
+    const int64_t vec_bytes = 2 * out_bytes(args.c_format);
+    p.out_pairs = reinterpret_cast<uintptr_t>(args.c) % vec_bytes == 0 &&
+                  (m == 1 || args.c_stride_m % 2 == 0);
+  }
+
+  if (const cudaError_t e = kLaunchers[plan.config](map_a, map_b, p, plan.grid, stream); e != cudaSuccess) {
+    return cuda_error("fp8_gemm_kernel launch", e);
+  }
+
+  if (plan.splits > 1) {
+    const int blocks = static_cast<int>(std::min<int64_t>(cuda::cdiv(m * n, cuda::kReduceThreads),
+                                                          static_cast<int64_t>(plan.grid) * kReduceBlocksPerSm));
+    switch (args.c_format) {
+      case OutFormat::kBF16:
+        cuda::splitk_reduce_kernel<<<blocks, cuda::kReduceThreads, 0, stream>>>(
+            partial, plan.splits, m, n, static_cast<__nv_bfloat16*>(args.c), args.c_stride_m);
+        break;
+      case OutFormat::kFP16:
+        cuda::splitk_reduce_kernel<<<blocks, cuda::kReduceThreads, 0, stream>>>(
+            partial, plan.splits, m, n, static_cast<__half*>(args.c), args.c_stride_m);
+        break;
+      case OutFormat::kFP32:
+        cuda::splitk_reduce_kernel<<<blocks, cuda::kReduceThreads, 0, stream>>>(
+            partial, plan.splits, m, n, static_cast<float*>(args.c), args.c_stride_m);
+        break;
+    }
+    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) {
+      return cuda_error("splitk_reduce_kernel launch", e);
+    }
+  }
+  return {};
+}
+
+}  // namespace cuda
+
+std::string gemm_launch(const GemmArgs& args, const Workspace& workspace, void* stream) {
+  int device = 0;
+  if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return cuda_error("cudaGetDevice", e);
+  std::string err;
+  const int num_sms = sm_count(device, err);
+  if (num_sms == 0) return err;
+  const Plan plan = cuda::choose_plan(args.m, args.n, args.k, num_sms, out_bytes(args.c_format));
+  return cuda::launch_with_plan(args, workspace, stream, plan);
+}
+
+}  // namespace gemm
