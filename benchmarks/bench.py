@@ -206,7 +206,7 @@ def main(argv=None, extra_peers=()):
     active = [p for p in peers if unavailable[p.name] is None]
     results = {
         "env": environment(device, _kernel_info(peers)),
-        "method": {"timing": timer.method, "seed": seed, "fp8_dtype": str(fp8).replace("torch.", ""),
+        "method": {"timing": timer.method, "timing_short": timer.short, "seed": seed, "fp8_dtype": str(fp8).replace("torch.", ""),
                    "check": report.CHECK_TEXT, "layouts": report.LAYOUT_TEXT},
         "ceilings": measure_ceilings(device, fp8, timer),
         "peers": {p.name: {"label": p.label, "block_scaled": p.block_scaled, "conversion": p.conversion,

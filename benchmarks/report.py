@@ -143,6 +143,7 @@ def plot(results, path):
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        import matplotlib.ticker
     except ImportError:
         return f"plot skipped: matplotlib is not installed (pip install matplotlib); no file written at {path}"
     shapes = results["shapes"]
@@ -160,12 +161,16 @@ def plot(results, path):
     ax1.set_ylabel("ours speedup vs best\nblock-scaled peer (×)")
     for i, s in enumerate(shapes):
         if s["best_peer"] and s["speedup_vs_best"]:
-            ax1.annotate(s["best_peer"], (i, s["speedup_vs_best"]), ha="center", va="bottom", fontsize=6,
-                         rotation=90, xytext=(0, 2), textcoords="offset points")
+            ax1.annotate(f"{s['speedup_vs_best']:.2f} {s['best_peer']}", (i, s["speedup_vs_best"]), ha="center",
+                         va="bottom", fontsize=6, rotation=90, xytext=(0, 2), textcoords="offset points")
+    shown = [v for v in speed if v == v]
+    if shown:  # log axis with room above the tallest bar for its label
+        ax1.set_ylim(min(0.5, min(shown) / 1.5), max(2.0, max(shown) * 3))
     handles = [plt.Rectangle((0, 0), 1, 1, color=colors[n]) for n in sets]
     ax1.legend(handles, sets, fontsize=8, loc="upper left")
-    ax1.set_title(f"gemm vs peers on {results['env']['device']} ({results['method']['timing'].split(',')[0]}, "
-                  f"{'warm' if 'warm cache' in results['method']['timing'] else 'cold'} cache)", fontsize=10)
+    ax1.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+    ax1.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax1.set_title(f"gemm vs peers on {results['env']['device']} ({results['method']['timing_short']})", fontsize=10)
 
     ours = [100 * (s["ours_floor_fraction"] or float("nan")) for s in shapes]
     best = [100 * (s["best_peer_floor_fraction"] or float("nan")) for s in shapes]

@@ -56,8 +56,16 @@ class Timer:
             self.flush = torch.empty(nbytes, dtype=torch.uint8, device=device)
 
     @property
+    def short(self) -> str:
+        clock = "perf_counter" if not self.is_gpu else ("host clock (e2e)" if self.e2e else "CUDA events")
+        return f"{clock}, {'cold' if self.cold else 'warm'} cache"
+
+    @property
     def method(self) -> str:
-        clock = "host clock + synchronize (e2e)" if self.e2e or not self.is_gpu else "CUDA events"
+        if not self.is_gpu:
+            clock = "time.perf_counter around the synchronous call"
+        else:
+            clock = "host clock around call + synchronize (e2e)" if self.e2e else "CUDA events"
         cache = f"cold cache ({self.flush.numel() >> 20} MiB written between calls)" if self.cold else "warm cache"
         return f"{clock}, {cache}, {self.warmup} warm-up, median/p10/p90 of {self.iters}"
 
