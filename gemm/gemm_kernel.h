@@ -110,16 +110,24 @@ __device__ __forceinline__ u32x4 fold_chunk(u32x4 v) {
                fold_e4m3fn_to_fnuz(v.w)};
 }
 
-// 16 bytes of one row starting at K offset k0, zero beyond the row count or K: a whole-vector load
-// inside, byte loads only on the ragged K edge. Rows are 16-byte aligned (the launcher stages any
-// other layout), so the vector load is aligned.
+// 16 bytes of one row starting at K offset k0 (a multiple of 16), zero for rows past the end and
+// bytes at or past K. Rows start 16-byte aligned (the launcher stages any other layout), so the
+// vector load is aligned; on the ragged K edge it may read up to 15 bytes past the row's last
+// element, which stay inside the same 16-byte-aligned granule (thus the same page) as that element,
+// and are masked to zero here.
 __device__ __forceinline__ u32x4 load_chunk(const uint8_t* row, bool row_valid, int64_t k0, int64_t k) {
+  constexpr int kWordBytes = 4;
   u32x4 v = {0u, 0u, 0u, 0u};
-  if (row_valid && k0 + kChunkBytes <= k) {
+  if (row_valid && k0 < k) {
     v = *reinterpret_cast<const u32x4*>(row + k0);
-  } else if (row_valid && k0 < k) {
-    for (int byte = 0; byte < kChunkBytes; ++byte)
-      if (k0 + byte < k) v[byte / 4] |= uint32_t(row[k0 + byte]) << (8 * (byte % 4));
+    if (k0 + kChunkBytes > k) {
+      const int valid = static_cast<int>(k - k0);  // 1 .. 15 bytes
+      for (int word = 0; word < kChunkBytes / kWordBytes; ++word) {
+        const int keep = valid - word * kWordBytes;  // bytes of this word below K
+        if (keep <= 0) v[word] = 0u;
+        else if (keep < kWordBytes) v[word] &= (1u << (8 * keep)) - 1u;
+      }
+    }
   }
   return v;
 }

@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""Compile every gemm/*.hip for gfx942 and hold the result to the design targets.
+
+For each HIP source: a host+device object and device-only assembly with clang-19 and the HIP tree of
+scripts/rocm/setup_toolchain.sh (-std=c++20 -Wall -Werror -O3); the assembly must select the FP8
+MFMA instructions the kernel is written for; every kernel's resources (-Rpass-analysis=
+kernel-resource-usage) must meet its target: no scratch, no VGPR spill, LDS <= 64 KiB, and for a GEMM
+tile the LDS and VGPR+AGPR budget that rocm_config.h designs for (read from the header through a
+tiny C++ program, not restated here). Compiling for gfx90a must fail for want of fp8-insts, which
+shows the check depends on the target. Prints a resource table and closes with `N passed, M failed`.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+TARGET = "gfx942"
+WRONG_TARGET = "gfx90a"  # CDNA2: no FP8 MFMA
+CLANG = os.environ.get("CLANGXX", "clang++-19")
+HOST_CXX = os.environ.get("CXX", "g++")
+FLAGS = ["-x", "hip", "-std=c++20", "-Wall", "-Werror", "-O3"]
+REQUIRED_MFMA = "v_mfma_f32_32x32x16_fp8_fp8"
+OPTIONAL_MFMA = ["v_mfma_f32_16x16x32_fp8_fp8"]  # required when the source's kernels name it
+LDS_LIMIT = 64 * 1024  # bytes per workgroup on CDNA3
+GEMM_KERNEL = re.compile(r"gemm_fp8_kernelILi(\d+)E")
+
+# Prints one line per tile of kTiles: index lds_bytes waves_per_simd register_budget uses_16x16.
+DESIGN_PROGRAM = r"""
+#include <cstdio>
+#include "gemm/rocm_config.h"
+int main() {
+  using namespace gemm::rocm;
+  for (int i = 0; i < kNumTiles; ++i)
+    std::printf("%d %d %d %d %d\n", i, kTiles[i].lds_bytes(), kTiles[i].waves_per_simd(),
+                kTiles[i].register_budget(), kTiles[i].mfma == MfmaKind::k16x16x32 ? 1 : 0);
+}
+"""
+
+
+class Checks:
+    def __init__(self) -> None:
+        self.passed = 0
+        self.failed = 0
+
+    def check(self, ok: bool, what: str, detail: str = "") -> bool:
+        if ok:
+            self.passed += 1
+            print(f"PASS {what}")
+        else:
+            self.failed += 1
+            print(f"FAIL {what}" + (f"\n     {detail}" if detail else ""))
+        return ok
+
+
+def toolchain() -> Path:
+    tree = Path(os.environ.get("ROCM_TREE", REPO / ".toolchain" / "rocm"))
+    if not (tree / "share" / "hip" / "version").is_file() or shutil.which(CLANG) is None:
+        subprocess.run(["bash", str(REPO / "scripts" / "rocm" / "setup_toolchain.sh")], check=True,
+                       stdout=subprocess.DEVNULL)
+    return tree
+
+
+def clang(tree: Path, source: Path, out: Path, *extra: str, arch: str = TARGET) -> subprocess.CompletedProcess:
+    cmd = [CLANG, *FLAGS, f"--offload-arch={arch}", f"--rocm-path={tree}", "-I", str(REPO), *extra,
+           str(source), "-o", str(out)]
+    return subprocess.run(cmd, capture_output=True, text=True)
+
+
+def design_targets(tmp: Path) -> dict[int, dict[str, int]]:
+    program = tmp / "design.cpp"
+    program.write_text(DESIGN_PROGRAM)
+    exe = tmp / "design"
+    subprocess.run([HOST_CXX, "-std=c++20", "-I", str(REPO), str(program), "-o", str(exe)], check=True)
+    targets = {}
+    for line in subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.splitlines():
+        index, lds, waves, budget, uses_16 = map(int, line.split())
+        targets[index] = {"lds": lds, "waves": waves, "budget": budget, "mfma16": uses_16}
+    return targets
+
+
+def resource_report(stderr: str) -> dict[str, dict[str, str]]:
+    kernels: dict[str, dict[str, str]] = {}
+    current = None
+    for line in stderr.splitlines():
+        if "remark:" not in line:
+            continue
+        text = re.sub(r"\s*\[-Rpass-analysis=kernel-resource-usage\]$", "", line.split("remark:", 1)[1]).strip()
+        if text.startswith("Function Name:"):
+            current = text.split(":", 1)[1].strip()
+            kernels[current] = {}
+        elif current is not None and ":" in text:
+            key, value = text.rsplit(":", 1)
+            kernels[current][key.strip()] = value.strip()
+    return kernels
+
+
+def short_name(mangled: str) -> str:
+    match = GEMM_KERNEL.search(mangled)
+    if match:
+        return f"gemm_fp8_kernel<{match.group(1)}>"
+    match = re.search(r"rocm\d+(\w+?_kernel)", mangled)
+    return match.group(1) if match else mangled
+
+
+def check_source(source: Path, tree: Path, tmp: Path, targets: dict, checks: Checks) -> None:
+    rel = source.relative_to(REPO)
+    obj = tmp / (source.stem + ".o")
+    result = clang(tree, source, obj, "-c")
+    checks.check(result.returncode == 0 and obj.is_file(), f"{rel}: host+device object for {TARGET}",
+                 result.stderr.strip()[-2000:])
+
+    asm = tmp / (source.stem + ".s")
+    result = clang(tree, source, asm, "--cuda-device-only", "-S", "-Rpass-analysis=kernel-resource-usage")
+    if not checks.check(result.returncode == 0, f"{rel}: device assembly for {TARGET}", result.stderr.strip()[-2000:]):
+        return
+    text = asm.read_text()
+    kernels = resource_report(result.stderr)
+    gemm_tiles = {int(m.group(1)) for m in map(GEMM_KERNEL.search, kernels) if m}
+    checks.check(REQUIRED_MFMA in text, f"{rel}: assembly selects {REQUIRED_MFMA}")
+    if any(targets[t]["mfma16"] for t in gemm_tiles):
+        for mnemonic in OPTIONAL_MFMA:
+            checks.check(mnemonic in text, f"{rel}: assembly selects {mnemonic} (used by a 16x16 tile)")
+
+    print(f"  {'kernel':<28}{'VGPR':>6}{'AGPR':>6}{'SGPR':>6}{'scratch':>9}{'LDS':>8}{'waves/SIMD':>12}  {'design target'}")
+    for mangled, res in kernels.items():
+        name = short_name(mangled)
+        vgpr, agpr, sgpr = int(res["VGPRs"]), int(res["AGPRs"]), int(res["SGPRs"])
+        scratch, lds, occ = int(res["ScratchSize [bytes/lane]"]), int(res["LDS Size [bytes/block]"]), int(
+            res["Occupancy [waves/SIMD]"])
+        vspill, sspill = int(res["VGPRs Spill"]), int(res["SGPRs Spill"])
+        match = GEMM_KERNEL.search(mangled)
+        target = targets[int(match.group(1))] if match else None
+        goal = f"LDS {target['lds']}, {target['waves']} w/SIMD, <= {target['budget']} regs" if target else "-"
+        print(f"  {name:<28}{vgpr:>6}{agpr:>6}{sgpr:>6}{scratch:>9}{lds:>8}{occ:>12}  {goal}"
+              + (f"  (SGPR spill {sspill} into VGPR lanes)" if sspill else ""))
+        checks.check(scratch == 0 and vspill == 0, f"{rel}: {name} uses no scratch (scratch {scratch}, VGPR spill {vspill})")
+        checks.check(lds <= LDS_LIMIT, f"{rel}: {name} LDS {lds} <= {LDS_LIMIT}")
+        if target:
+            checks.check(lds == target["lds"], f"{rel}: {name} LDS {lds} == designed {target['lds']}")
+            checks.check(vgpr + agpr <= target["budget"],
+                         f"{rel}: {name} VGPR+AGPR {vgpr + agpr} <= {target['budget']} (budget for {target['waves']} waves/SIMD)")
+            checks.check(occ >= target["waves"], f"{rel}: {name} occupancy {occ} >= designed {target['waves']} waves/SIMD")
+
+    wrong = clang(tree, source, tmp / (source.stem + f".{WRONG_TARGET}.s"), "--cuda-device-only", "-S", arch=WRONG_TARGET)
+    checks.check(wrong.returncode != 0 and "fp8-insts" in wrong.stderr,
+                 f"{rel}: compiling for {WRONG_TARGET} fails for want of fp8-insts (target dependence)",
+                 f"exit {wrong.returncode}: {wrong.stderr.strip()[-500:]}")
+
+
+def main() -> int:
+    checks = Checks()
+    sources = sorted((REPO / "gemm").glob("*.hip"))
+    checks.check(bool(sources), "gemm/*.hip sources found")
+    tree = toolchain()
+    with tempfile.TemporaryDirectory(prefix="gemm_rocm_check_") as tmp_name:
+        tmp = Path(tmp_name)
+        targets = design_targets(tmp)
+        for source in sources:
+            check_source(source, tree, tmp, targets, checks)
+    print(f"{checks.passed} passed, {checks.failed} failed")
+    return 1 if checks.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
