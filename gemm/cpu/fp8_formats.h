@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "../gemm_launcher.h"
+#include "gemm/gemm_launcher.h"
 
 namespace gemm::cpu {
 

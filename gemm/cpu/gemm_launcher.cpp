@@ -12,13 +12,14 @@
 // it at a time into a packed panel ([k][kNR] per strip, hot in L1/L2) and reuses it for every row
 // tile of the chunk. The micro-kernel keeps a kMR x kNR partial product in vector registers for one
 // K block, then promotes it into the task's fp32 accumulator tile with the per-row scale.
-#include "../gemm_launcher.h"
+#include "gemm/gemm_launcher.h"
 
 #include <ATen/Parallel.h>
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "fp8_formats.h"
@@ -46,6 +47,9 @@ constexpr int64_t kMinTasksPerThread = 2;
 constexpr int kVectorsPerRow = 2;
 // One register for the broadcast A value.
 constexpr int kBroadcastRegisters = 1;
+
+// Environment variable that pins the vector ISA path (avx512, avx2, sse2) instead of the widest one.
+constexpr const char* kIsaEnvVar = "GEMM_CPU_ISA";
 
 // Workspace carve-outs start on a cache line so packed panels never split one.
 constexpr size_t kCacheLineBytes = 64;
@@ -81,6 +85,12 @@ void decode_panel(const uint8_t* src, int64_t stride_row, int64_t stride_k, int6
                   int64_t padded_rows, int64_t k_len, const float* table, float* dst) {
   for (int64_t r = 0; r < valid_rows; ++r) {
     const uint8_t* row = src + r * stride_row;
+    if (stride_k == 1) {
+      // The next K block of this row: a panel walks up to kTileN rows at once, more streams than
+      // the hardware prefetcher follows, so each row would otherwise miss on every block.
+      for (int64_t line = 0; line < kScaleBlockK; line += kCacheLineBytes)
+        __builtin_prefetch(row + kScaleBlockK + line);
+    }
     for (int64_t k = 0; k < k_len; ++k) dst[k * padded_rows + r] = table[row[k * stride_k]];
   }
   for (int64_t r = valid_rows; r < padded_rows; ++r)
@@ -224,19 +234,36 @@ __attribute__((flatten)) void run_task_sse2(const ChunkPlan& plan, int64_t task,
 
 struct IsaPath {
   RunTaskFn run_task;
+  bool (*supported)();
   int64_t row_tile;
+  const char* name;
 };
 
 template <class Isa>
 constexpr IsaPath make_path(RunTaskFn fn) {
-  return {fn, TileConfig<Isa>::kMR};
+  return {fn, &Isa::supported, TileConfig<Isa>::kMR, Isa::kName};
 }
 
-IsaPath select_path() {
-  if (__builtin_cpu_supports("avx512f")) return make_path<IsaAvx512>(run_task_avx512);
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    return make_path<IsaAvx2Fma>(run_task_avx2);
-  return make_path<IsaSse2>(run_task_sse2);
+// Widest first.
+constexpr IsaPath kPaths[] = {
+    make_path<IsaAvx512>(run_task_avx512),
+    make_path<IsaAvx2Fma>(run_task_avx2),
+    make_path<IsaSse2>(run_task_sse2),
+};
+
+// The widest path this CPU runs, or the one GEMM_CPU_ISA names (to test or pin a narrower path);
+// an error when GEMM_CPU_ISA names no path this CPU runs.
+struct IsaSelection {
+  const IsaPath* path = nullptr;
+  std::string error;
+};
+
+IsaSelection select_path() {
+  const char* forced = std::getenv(kIsaEnvVar);
+  for (const IsaPath& path : kPaths)
+    if ((forced == nullptr || std::string(forced) == path.name) && path.supported()) return {&path, {}};
+  return {nullptr, std::string("gemm (CPU): ") + kIsaEnvVar +
+                       " must be avx512, avx2 or sse2 and supported by this CPU, got " + forced};
 }
 
 size_t round_up(size_t bytes) { return (bytes + kCacheLineBytes - 1) / kCacheLineBytes * kCacheLineBytes; }
@@ -261,7 +288,9 @@ std::string gemm_launch(const GemmArgs& args, const Workspace& workspace, void* 
       args.c_format != OutFormat::kFP32)
     return format_error("c_format", static_cast<int32_t>(args.c_format));
 
-  static const IsaPath path = select_path();
+  static const IsaSelection selection = select_path();
+  if (selection.path == nullptr) return selection.error;
+  const IsaPath& path = *selection.path;
   const int64_t k_blocks = ceil_div(args.k, kScaleBlockK);
   const int64_t chunk_rows = std::max<int64_t>(1, kMaxChunkRows / path.row_tile) * path.row_tile;
   const int64_t max_row_tiles = ceil_div(std::min(args.m, chunk_rows), path.row_tile);

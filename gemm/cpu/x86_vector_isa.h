@@ -9,18 +9,25 @@
 namespace gemm::cpu {
 
 struct IsaSse2 {
+  static constexpr const char* kName = "sse2";
   static constexpr int kVectorBytes = 16;
   static constexpr int kVectorRegisters = 16;
+  static bool supported() { return true; }  // part of x86-64
 };
 
 struct IsaAvx2Fma {
+  static constexpr const char* kName = "avx2";
   static constexpr int kVectorBytes = 32;
   static constexpr int kVectorRegisters = 16;
+  static bool supported() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
 };
 
 struct IsaAvx512 {
+  static constexpr const char* kName = "avx512";
   static constexpr int kVectorBytes = 64;
   static constexpr int kVectorRegisters = 32;
+  // libgcc's check includes the OS saving the ZMM state (XGETBV), not only CPUID.
+  static bool supported() { return __builtin_cpu_supports("avx512f"); }
 };
 
 }  // namespace gemm::cpu
