@@ -190,6 +190,8 @@ def main(argv=None, extra_peers=()):
     args = parse_args(argv)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     if device.type == "cuda":
+        if device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
         torch.cuda.set_device(device)
     backend = _backend(device)
     kind = "cpu" if device.type == "cpu" else "cuda"

@@ -74,6 +74,14 @@ def _fmt(value, spec, missing="–"):
     return missing if value is None else format(value, spec)
 
 
+def _config_text(config):
+    """The Triton peer's chosen config, compact: 'BMxBN gG wW sS'."""
+    if not config:
+        return ""
+    return (f"{config['BLOCK_M']}x{config['BLOCK_N']} g{config['GROUP_M']} w{config['num_warps']} "
+            f"s{config['num_stages']}")
+
+
 def _rate(bps):
     return f"{bps / 1e12:.2f} TB/s" if bps >= 1e12 else f"{bps / 1e9:.1f} GB/s"
 
@@ -115,7 +123,7 @@ def markdown(results) -> str:
             t = row.get("timing") or {}
             spread = f"{t['p10_us']:.1f}–{t['p90_us']:.1f}" if t else "–"
             frac = row.get("floor_fraction")
-            note = (row.get("error") or "")[:NOTE_CHARS].replace("|", "/")
+            note = (row.get("error") or _config_text(row.get("config")))[:NOTE_CHARS].replace("|", "/")
             lines.append(
                 f"| {row['shape']} | {row['floor_us']:.1f} ({row['bound'][0]}) | {row['peer']} | {row['status']} | "
                 f"{_fmt(t.get('median_us'), '.1f')} | {spread} | {_fmt(row.get('tflops'), '.3g')} | "

@@ -32,14 +32,16 @@ class Stats:
     p10_us: float
     p90_us: float
     iters: int
+    samples_us: list
 
     def as_dict(self):
-        return {"median_us": self.median_us, "p10_us": self.p10_us, "p90_us": self.p90_us, "iters": self.iters}
+        return {"median_us": self.median_us, "p10_us": self.p10_us, "p90_us": self.p90_us, "iters": self.iters,
+                "samples_us": self.samples_us}
 
 
 def _stats(times_us):
     q = statistics.quantiles(times_us, n=10, method="inclusive") if len(times_us) > 1 else [times_us[0]] * 9
-    return Stats(statistics.median(times_us), q[0], q[-1], len(times_us))
+    return Stats(statistics.median(times_us), q[0], q[-1], len(times_us), times_us)
 
 
 class Timer:
