@@ -140,11 +140,26 @@ def torch_facts(backend_override: str | None) -> dict:
         "variant": f"torch{major}{minor}-{abi_tag}-{compute}-{platform.machine()}-linux",
         "cxx11_abi": int(cxx11),
         "openmp": torch.backends.openmp.is_available(),
-        "include": ext.include_paths("cuda" if backend in ("cuda", "rocm") else "cpu"),
+        "include": ext.include_paths("cuda" if backend in ("cuda", "rocm") else "cpu")
+        + (nvidia_wheel_includes() if backend == "cuda" else []),
         "lib_dir": ext.TORCH_LIB_PATH,
         "cuda_home": ext.CUDA_HOME,
         "rocm_home": ext.ROCM_HOME,
     }
+
+
+def nvidia_wheel_includes() -> list[str]:
+    """Header dirs of the pip CUDA wheels torch runs on (nvidia/cu13/include, nvidia/*/include).
+
+    Searched after the toolkit's own include dir: torch's CUDA headers include cuSPARSE/cuBLAS
+    headers that a compiler-only toolkit lacks.
+    """
+    import importlib.util
+
+    spec = importlib.util.find_spec("nvidia")
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    return [str(p) for root in spec.submodule_search_locations for p in sorted(Path(root).glob("*/include"))]
 
 
 def sections_for(config: dict, backend: str) -> list[dict]:
@@ -261,8 +276,9 @@ def compile_command(
                 *section.get("cuda-flags", []), *depfile, "-c", str(source), "-o", str(obj))  # fmt: skip
     if suffix == DEVICE_SUFFIX.get(facts["backend"]) == ".hip":
         hipcc = find_tool("hipcc", facts["rocm_home"])
-        offload = [f"--offload-arch={a}" for a in rocm_archs(section)]
-        return (hipcc, "-x", "hip", "-O3", "-fPIC", f"-std={std}", "-fno-gnu-unique", *offload,
+        offload = [f"--rocm-path={facts['rocm_home']}", *(f"--offload-arch={a}" for a in rocm_archs(section))]
+        # No -fno-gnu-unique: clang rejects it (and never emits STB_GNU_UNIQUE symbols).
+        return (hipcc, "-x", "hip", "-O3", "-fPIC", f"-std={std}", *offload,
                 *base, *includes, *section.get("hip-flags", []), *depfile,
                 "-c", str(source), "-o", str(obj))  # fmt: skip
     raise BuildError(f"{source}: no rule to compile {suffix!r} files for backend {facts['backend']}")
