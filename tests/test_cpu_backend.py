@@ -1,0 +1,213 @@
+"""CPU backend checks (gemm/cpu/): layouts read from strides, both FP8 formats, every output format,
+ragged shapes, exact FP8 decoding, rounding, NaN confinement, thread-count determinism and each
+vector ISA path. Every case compares against the float64 reference of tests/_helpers.py on fresh
+random data with distinct signed per-block scales.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from _helpers import (
+    FP8_DTYPES,
+    LAYOUTS,
+    REPO_ROOT,
+    SCALE_BLOCK_K,
+    assert_close_gemm,
+    ceil_div,
+    make_inputs,
+    reference_gemm,
+)
+
+OUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+# The bytes each format reads as NaN (e4m3fn: S.1111.111; e4m3fnuz: the would-be -0).
+NAN_BYTES = {torch.float8_e4m3fn: (0x7F, 0xFF), torch.float8_e4m3fnuz: (0x80,)}
+# Rows the backend decodes per chunk (kMaxChunkRows in gemm/cpu/gemm_launcher.cpp): crossing it
+# exercises the chunk loop.
+CHUNK_ROWS = 1024
+
+
+@pytest.fixture(autouse=True)
+def only_cpu_build(kernel, devices):
+    if devices != ["cpu"]:
+        pytest.skip("the loaded build is not the CPU backend")
+
+
+def run(kernel, a, b, a_scale, b_scale, out_dtype=torch.bfloat16):
+    return kernel.gemm(a, b, a_scale, b_scale, out_dtype=out_dtype)
+
+
+@pytest.mark.kernels_ci
+@pytest.mark.parametrize("fp8_dtype", FP8_DTYPES)
+@pytest.mark.parametrize("out_dtype", OUT_DTYPES)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_layouts_formats_outputs(kernel, fp8_dtype, out_dtype, layout):
+    # Ragged in every dim: partial row tile, partial column strip, partial last K block.
+    m, n, k = 19, 200, 300
+    a, b, a_scale, b_scale = make_inputs(m, n, k, fp8_dtype=fp8_dtype, layout=layout, seed=1)
+    assert_close_gemm(run(kernel, a, b, a_scale, b_scale, out_dtype), reference_gemm(a, b, a_scale, b_scale))
+
+
+@pytest.mark.kernels_ci
+@pytest.mark.parametrize(
+    "m,n,k",
+    [(1, 1, 1), (1, 64, 128), (2, 65, 129), (15, 127, 255), (29, 576, 1152), (64, 192, 3884), (130, 129, 64)],
+)
+def test_ragged_shapes(kernel, m, n, k):
+    a, b, a_scale, b_scale = make_inputs(m, n, k, seed=m + n + k)
+    # (1, 1, 1) has a single product: its magnitude is that of one FP8 pair times two scales.
+    min_ref = 1.0 if k >= SCALE_BLOCK_K else 1e-6
+    assert_close_gemm(run(kernel, a, b, a_scale, b_scale), reference_gemm(a, b, a_scale, b_scale), min_ref)
+
+
+def test_rows_across_chunks(kernel):
+    m, n, k = CHUNK_ROWS + 37, 70, 256
+    a, b, a_scale, b_scale = make_inputs(m, n, k, seed=7)
+    assert_close_gemm(run(kernel, a, b, a_scale, b_scale), reference_gemm(a, b, a_scale, b_scale))
+
+
+@pytest.mark.kernels_ci
+def test_any_strides(kernel):
+    # B N-major, b_scale transposed, out with a padded row stride: layouts make_inputs does not make.
+    m, n, k = 21, 150, 260
+    a, b, a_scale, b_scale = make_inputs(m, n, k, seed=3)
+    b_n_major = b.t().contiguous().t()
+    b_scale_t = b_scale.t().contiguous().t()
+    out = torch.full((m, n + 9), 7.0, dtype=torch.bfloat16)[:, :n]
+    kernel.gemm(a, b_n_major, a_scale, b_scale_t, out=out)
+    assert b_n_major.stride() == (1, n) and out.stride() == (n + 9, 1)
+    assert_close_gemm(out, reference_gemm(a, b, a_scale, b_scale))
+    assert (out.as_strided((m, 9), (n + 9, 1), n) == 7.0).all(), "wrote outside out's columns"
+
+
+@pytest.mark.kernels_ci
+@pytest.mark.parametrize("fp8_dtype", FP8_DTYPES)
+def test_decodes_every_code_exactly(kernel, fp8_dtype):
+    # Row 0 of A holds every non-NaN code once; B is the identity, so C[0, j] is code j's value.
+    codes = torch.tensor([c for c in range(256) if c not in NAN_BYTES[fp8_dtype]], dtype=torch.uint8)
+    k = codes.numel()
+    a = codes.view(fp8_dtype).unsqueeze(0)
+    b = torch.eye(k).to(fp8_dtype)
+    a_scale = torch.ones(1, ceil_div(k, SCALE_BLOCK_K))
+    b_scale = torch.ones(ceil_div(k, 128), ceil_div(k, SCALE_BLOCK_K))
+    out = run(kernel, a, b, a_scale, b_scale, torch.float32)
+    expected = a.float()
+    assert expected.abs().max() == torch.finfo(fp8_dtype).max
+    torch.testing.assert_close(out, expected, rtol=0, atol=0)
+
+
+@pytest.mark.kernels_ci
+@pytest.mark.parametrize("fp8_dtype", FP8_DTYPES)
+def test_nan_stays_in_its_row(kernel, fp8_dtype):
+    m, n, k = 20, 96, 256
+    a, b, a_scale, b_scale = make_inputs(m, n, k, fp8_dtype=fp8_dtype, seed=5)
+    nan_row = 9
+    a_bytes = a.view(torch.uint8).clone()
+    a_bytes[nan_row, 130] = NAN_BYTES[fp8_dtype][0]
+    a = a_bytes.view(fp8_dtype)
+    out = run(kernel, a, b, a_scale, b_scale)
+    assert out[nan_row].isnan().all()
+    others = torch.cat([out[:nan_row], out[nan_row + 1:]])
+    ref = reference_gemm(a, b, a_scale, b_scale)
+    assert_close_gemm(others, torch.cat([ref[:nan_row], ref[nan_row + 1:]]))
+
+
+@pytest.mark.kernels_ci
+def test_zero_blocks_with_zero_scales_give_zero(kernel):
+    m, n, k = 8, 64, 256
+    a, b, a_scale, b_scale = make_inputs(m, n, k, seed=6)
+    a = torch.zeros_like(a)
+    a_scale = torch.zeros_like(a_scale)
+    out = run(kernel, a, b, a_scale, b_scale, torch.float32)
+    assert not out.isnan().any() and (out == 0).all()
+
+
+@pytest.mark.kernels_ci
+@pytest.mark.parametrize("out_dtype", (torch.bfloat16, torch.float16))
+def test_rounds_to_nearest_even(kernel, out_dtype):
+    # The narrow outputs must be the fp32 result rounded once (torch's cast rounds to nearest even).
+    a, b, a_scale, b_scale = make_inputs(33, 160, 384, seed=8)
+    exact = run(kernel, a, b, a_scale, b_scale, torch.float32)
+    narrow = run(kernel, a, b, a_scale, b_scale, out_dtype)
+    assert torch.equal(narrow, exact.to(out_dtype))
+
+
+@pytest.mark.kernels_ci
+def test_fp16_overflow_is_inf(kernel):
+    m, n, k = 4, 64, 128
+    a, b, a_scale, b_scale = make_inputs(m, n, k, seed=9)
+    a_scale = a_scale.abs() * 1e4
+    b_scale = b_scale.abs() * 1e4
+    exact = run(kernel, a, b, a_scale, b_scale, torch.float32)
+    assert exact.abs().max() > torch.finfo(torch.float16).max
+    torch.testing.assert_close(run(kernel, a, b, a_scale, b_scale, torch.float16), exact.to(torch.float16))
+
+
+def test_scale_block_index_matters(kernel):
+    # The check above must be able to fail: swapping two K blocks' scales changes the result.
+    a, b, a_scale, b_scale = make_inputs(16, 128, 512, seed=10)
+    ref = reference_gemm(a, b, a_scale, b_scale)
+    swapped = a_scale[:, [1, 0, 2, 3]]
+    with pytest.raises(AssertionError):
+        assert_close_gemm(run(kernel, a, b, swapped, b_scale), ref)
+
+
+@pytest.mark.kernels_ci
+def test_bitwise_deterministic_across_threads(kernel):
+    a, b, a_scale, b_scale = make_inputs(45, 330, 640, seed=11)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        single = run(kernel, a, b, a_scale, b_scale, torch.float32)
+        torch.set_num_threads(max(2, threads))
+        results = [run(kernel, a, b, a_scale, b_scale, torch.float32) for _ in range(5)]
+    finally:
+        torch.set_num_threads(threads)
+    assert all(torch.equal(r, single) for r in results)
+
+
+# Runs in a fresh process: the backend picks its vector path once, at its first call.
+ISA_SCRIPT = textwrap.dedent(
+    """
+    import os, sys
+    sys.path.insert(0, {tests!r})
+    os.environ["LOCAL_KERNELS"] = {local!r}
+    import kernels, torch
+    from _helpers import make_inputs, reference_gemm, assert_close_gemm, FP8_DTYPES, REPO_ID, KERNEL_VERSION
+    kernel = kernels.get_kernel(REPO_ID, version=KERNEL_VERSION)
+    for m, n, k in [(1, 64, 128), (17, 100, 300), (40, 257, 640)]:
+        for dtype in FP8_DTYPES:
+            a, b, a_scale, b_scale = make_inputs(m, n, k, fp8_dtype=dtype, seed=m)
+            assert_close_gemm(kernel.gemm(a, b, a_scale, b_scale), reference_gemm(a, b, a_scale, b_scale))
+    print("ok")
+    """
+)
+
+
+def isa_supported(isa: str) -> bool:
+    flags = open("/proc/cpuinfo").read()
+    return {"sse2": True, "avx2": " avx2 " in flags and " fma " in flags, "avx512": " avx512f " in flags}[isa]
+
+
+@pytest.mark.parametrize("isa", ["avx512", "avx2", "sse2"])
+def test_each_vector_path(kernel, isa):
+    if not isa_supported(isa):
+        pytest.skip(f"this CPU has no {isa}")
+    script = ISA_SCRIPT.format(tests=str(REPO_ROOT / "tests"), local=os.environ["LOCAL_KERNELS"])
+    env = {**os.environ, "GEMM_CPU_ISA": isa}
+    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]
+
+
+def test_unknown_isa_is_a_python_error(kernel):
+    script = ISA_SCRIPT.format(tests=str(REPO_ROOT / "tests"), local=os.environ["LOCAL_KERNELS"])
+    env = {**os.environ, "GEMM_CPU_ISA": "avx9000"}
+    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1 and "RuntimeError" in result.stderr and "GEMM_CPU_ISA" in result.stderr, (
+        result.stderr[-2000:]
+    )
