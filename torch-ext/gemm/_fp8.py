@@ -44,5 +44,8 @@ def e4m3fn_to_e4m3fnuz(x: torch.Tensor, scale: torch.Tensor):
         raise TypeError(f"e4m3fn_to_e4m3fnuz: scale must be a floating-point tensor, got {scale.dtype}")
     bits = x.view(torch.uint8)
     is_nan = (bits & EXPONENT_MANTISSA_MASK) == EXPONENT_MANTISSA_MASK
-    bits = bits.masked_fill(bits == FN_NEGATIVE_ZERO, 0).masked_fill(is_nan, FNUZ_NAN)
-    return bits.view(torch.float8_e4m3fnuz), scale * FN_TO_FNUZ_SCALE
+    is_negative_zero = bits == FN_NEGATIVE_ZERO
+    # In place on a layout-preserving clone: out-of-place masked_fill would make it contiguous.
+    fnuz = bits.clone(memory_format=torch.preserve_format)
+    fnuz.masked_fill_(is_negative_zero, 0).masked_fill_(is_nan, FNUZ_NAN)
+    return fnuz.view(torch.float8_e4m3fnuz), scale * FN_TO_FNUZ_SCALE

@@ -1,0 +1,40 @@
+"""The package's own Python reference (gemm_reference) against the exact float64 product."""
+
+import pytest
+import torch
+from _helpers import assert_close_gemm, make_inputs, reference_gemm
+
+# fp32 sums of 128 exact FP8 products: a few fp32 ulps of the largest output.
+FP32_REL_TOL = 1e-5
+
+
+@pytest.mark.kernels_ci
+@pytest.mark.parametrize("fp8_dtype", [torch.float8_e4m3fn, torch.float8_e4m3fnuz])
+@pytest.mark.parametrize("m,n,k", [(7, 192, 100), (65, 576, 1152), (1, 1, 3884)])
+def test_reference_matches_float64(kernel, m, n, k, fp8_dtype):
+    a, b, a_scale, b_scale = make_inputs(m, n, k, fp8_dtype=fp8_dtype, seed=m + n + k)
+    exact = reference_gemm(a, b, a_scale, b_scale)
+    got = kernel.gemm_reference(a, b, a_scale, b_scale, out_dtype=torch.float32)
+    assert got.dtype == torch.float32
+    tol = FP32_REL_TOL * exact.abs().max().item()
+    torch.testing.assert_close(got.double(), exact, atol=tol, rtol=FP32_REL_TOL)
+    assert_close_gemm(kernel.gemm_reference(a, b, a_scale, b_scale), exact)
+
+
+@pytest.mark.kernels_ci
+def test_reference_reads_any_layout_and_batch(kernel):
+    a, b, a_scale, b_scale = make_inputs(64, 192, 300, layout="a_m_major", seed=1)
+    exact = reference_gemm(a, b, a_scale, b_scale)
+    assert_close_gemm(kernel.gemm_reference(a, b.t().contiguous().t(), a_scale.t().contiguous().t(), b_scale), exact)
+    batched = kernel.gemm_reference(a.reshape(4, 16, 300), b, a_scale.reshape(4, 16, -1), b_scale)
+    assert batched.shape == (4, 16, 192)
+    assert_close_gemm(batched.reshape(64, 192), exact)
+
+
+def test_reference_detects_swapped_scale_blocks(kernel):
+    # The inputs the op tests use must make a K-block scale mix-up visible to the tolerance.
+    a, b, a_scale, b_scale = make_inputs(33, 192, 576, seed=2)
+    exact = reference_gemm(a, b, a_scale, b_scale)
+    swapped = a_scale[:, [1, 0, 2, 3, 4]]
+    with pytest.raises(AssertionError):
+        assert_close_gemm(kernel.gemm_reference(a, b, swapped, b_scale), exact)
