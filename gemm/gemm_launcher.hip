@@ -59,7 +59,10 @@ Operand plan_operand(const void* data, int64_t stride_row, int64_t stride_k, int
 int64_t align_up(int64_t bytes) { return ceil_div(bytes, kWorkspaceAlign) * kWorkspaceAlign; }
 
 std::string stage_operand(Operand& op, uint8_t* dst, int64_t k, hipStream_t stream) {
-  TransposeParams params{op.data, op.stride_row, op.stride_k, dst, op.staged_ld, op.rows, k, ceil_div(k, kTransposeTile)};
+  const bool rows_contiguous = op.stride_row == 1 && op.stride_k % kChunkBytes == 0 &&
+                               reinterpret_cast<uintptr_t>(op.data) % kChunkBytes == 0;
+  const TransposeParams params{op.data, op.stride_row, op.stride_k, dst, op.staged_ld,
+                               op.rows, k, ceil_div(k, kTransposeTile), rows_contiguous};
   const int64_t blocks = ceil_div(op.rows, kTransposeTile) * params.tiles_k;
   if (blocks > kMaxGridX) return "gemm (ROCm): operand too large to stage: " + std::to_string(blocks) + " tiles";
   hipLaunchKernelGGL(stage_k_major_kernel, dim3(static_cast<uint32_t>(blocks)), dim3(kTransposeThreads), 0, stream,
