@@ -215,13 +215,13 @@ def main(argv=None, extra_peers=()):
                            "unavailable": unavailable[p.name]} for p in peers},
         "rows": [],
     }
-    progress = Progress(sum(len(s) for s in sets.values()) * len(active), args.quiet)
+    progress = Progress(sum(p.applies(s) for shapes in sets.values() for s in shapes for p in active), args.quiet)
     index = 0
     for set_name, shapes in sets.items():
         for shape in shapes:
             problem = make_problem(shape, device, fp8, seed + index)
             index += 1
-            for peer in active:
+            for peer in (p for p in active if p.applies(shape)):
                 row = {"set": set_name, "shape": shape.label, "m": shape.m, "n": shape.n, "k": shape.k,
                        "layout": shape.layout, "flops": problem.flops, "bytes": problem.bytes,
                        **run_row(peer, problem, timer)}

@@ -7,14 +7,17 @@ import os
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 
-from .problem import SCALE_BLOCK_N, dequant
+from .problem import SCALE_BLOCK_K, SCALE_BLOCK_N, ceil_div, dequant
 from .shapes import LAYOUT_CHALLENGE
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 KERNEL_REPO_ID = "kernels-community/gemm"
 KERNEL_VERSION = 1
 TUNE_ITERS = 10
+# torch 2.11's cuBLASLt block-scaled path is right only when K/128 is a multiple of this (performance.md).
+CUBLAS_SCALE_BLOCKS_ALIGN = 4
 
 
 def _k_major(x: torch.Tensor) -> torch.Tensor:
@@ -37,6 +40,10 @@ class Peer:
     def unavailable(self, device: torch.device):
         """None when usable on `device`, else the reason it is not."""
         return None
+
+    def applies(self, shape) -> bool:
+        """False for shapes this peer has no row for (it would repeat another peer's call)."""
+        return True
 
     def convert(self, p):
         return p.a, p.b, p.a_scale, p.b_scale
@@ -98,6 +105,26 @@ class ScaledMMBlock(Peer):
 
     def run(self, a, b, a_scale, b_scale, out_dtype):
         return torch._scaled_mm(a, b.t(), scale_a=a_scale, scale_b=b_scale.t(), out_dtype=out_dtype)
+
+
+class ScaledMMBlockPadK(ScaledMMBlock):
+    """scaled-mm-block with K zero-padded to a multiple of 4 scale blocks (zero data, zero scales), the
+    workaround for torch 2.11's wrong results when K/128 % 4 != 0; only shapes that need it get a row."""
+    name = "scaled-mm-block-padk"
+    label = "torch._scaled_mm block, K padded to 512"
+    conversion = "A, B, As, Bs copied into K-padded buffers"
+
+    def applies(self, shape):
+        return ceil_div(shape.k, SCALE_BLOCK_K) % CUBLAS_SCALE_BLOCKS_ALIGN != 0
+
+    def convert(self, p):
+        a, b, a_scale, b_scale = super().convert(p)
+        k_pad = -p.shape.k % (CUBLAS_SCALE_BLOCKS_ALIGN * SCALE_BLOCK_K)
+        kb_pad = -a_scale.shape[1] % CUBLAS_SCALE_BLOCKS_ALIGN
+        # F.pad has no FP8 kernel: pad the bytes.
+        a = F.pad(a.view(torch.uint8), (0, k_pad)).view(a.dtype)
+        b = F.pad(b.view(torch.uint8), (0, k_pad)).view(b.dtype)
+        return a, b, _outer_major(F.pad(a_scale, (0, kb_pad))), F.pad(b_scale, (0, kb_pad))
 
 
 class ScaledMMTensor(ScaledMMBlock):
@@ -246,9 +273,9 @@ class DequantFp32(Peer):
         return (lambda: self.run(p.a, p.b, p.a_scale, p.b_scale, p.out_dtype)), {}
 
 
-ALL_PEERS = [Ours, ScaledMMBlock, ScaledMMTensor, Bf16Matmul, TritonBlock, DeepGemm, Aiter, DequantFp32]
+ALL_PEERS = [Ours, ScaledMMBlock, ScaledMMBlockPadK, ScaledMMTensor, Bf16Matmul, TritonBlock, DeepGemm, Aiter, DequantFp32]
 DEFAULT_PEERS = {
-    "cuda": ["ours", "scaled-mm-block", "scaled-mm-tensor", "bf16", "triton", "deepgemm"],
+    "cuda": ["ours", "scaled-mm-block", "scaled-mm-block-padk", "scaled-mm-tensor", "bf16", "triton", "deepgemm"],
     "rocm": ["ours", "scaled-mm-block", "scaled-mm-tensor", "aiter"],
     "cpu": ["ours", "dequant-fp32"],
 }
