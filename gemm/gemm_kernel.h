@@ -110,24 +110,27 @@ __device__ __forceinline__ u32x4 fold_chunk(u32x4 v) {
                fold_e4m3fn_to_fnuz(v.w)};
 }
 
-// 16 bytes of one row starting at K offset k0 (a multiple of 16), zero for rows past the end and
-// bytes at or past K. Rows start 16-byte aligned (the launcher stages any other layout), so the
-// vector load is aligned; on the ragged K edge it may read up to 15 bytes past the row's last
-// element, which stay inside the same 16-byte-aligned granule (thus the same page) as that element,
-// and are masked to zero here.
-__device__ __forceinline__ u32x4 load_chunk(const uint8_t* row, bool row_valid, int64_t k0, int64_t k) {
+// 16 bytes of row `row` (of `rows`) at K offset k0 (a multiple of 16); zero for rows past the end.
+// Branch-free per lane: an out-of-range row or chunk reads a clamped, valid address and a select
+// zeroes it (mask_k_edge zeroes bytes past K). Rows start 16-byte aligned (the launcher stages any other
+// layout), so the load is aligned; on the K edge it may read up to 15 bytes past the row's last
+// element, which lie in the same 16-byte-aligned granule (so the same page) as that element.
+__device__ __forceinline__ u32x4 load_chunk(const uint8_t* base, int64_t stride, int64_t row, int64_t rows,
+                                            int64_t k0, int64_t k) {
+  const int64_t last_chunk = (k - 1) / kChunkBytes * kChunkBytes;
+  const int64_t safe_row = row < rows ? row : rows - 1;
+  const int64_t safe_k0 = k0 < k ? k0 : last_chunk;
+  const u32x4 v = *reinterpret_cast<const u32x4*>(base + safe_row * stride + safe_k0);
+  return row < rows ? v : u32x4{0u, 0u, 0u, 0u};
+}
+
+// Zeroes the bytes of a chunk at K offset k0 that lie at or past K (only the ragged-K stage needs it).
+__device__ __forceinline__ u32x4 mask_k_edge(u32x4 v, int64_t k0, int64_t k) {
   constexpr int kWordBytes = 4;
-  u32x4 v = {0u, 0u, 0u, 0u};
-  if (row_valid && k0 < k) {
-    v = *reinterpret_cast<const u32x4*>(row + k0);
-    if (k0 + kChunkBytes > k) {
-      const int valid = static_cast<int>(k - k0);  // 1 .. 15 bytes
-      for (int word = 0; word < kChunkBytes / kWordBytes; ++word) {
-        const int keep = valid - word * kWordBytes;  // bytes of this word below K
-        if (keep <= 0) v[word] = 0u;
-        else if (keep < kWordBytes) v[word] &= (1u << (8 * keep)) - 1u;
-      }
-    }
+  const int64_t valid = k - k0;  // bytes of this chunk below K; <= 0 past the edge
+  for (int word = 0; word < kChunkBytes / kWordBytes; ++word) {
+    const int64_t keep = valid - word * kWordBytes;
+    v[word] &= keep >= kWordBytes ? ~0u : keep <= 0 ? 0u : (1u << (8 * keep)) - 1u;
   }
   return v;
 }
@@ -220,16 +223,25 @@ __global__ __launch_bounds__(kTiles[kTileIndex].threads()) void gemm_fp8_kernel(
     const int64_t k0 = kb * kBlockK;
     for (int i = 0; i < kLoadsA; ++i) {
       const int chunk = tid + i * kThreads;
-      const int64_t row = m0 + chunk / kChunksPerRow;
-      staged_a[i] = load_chunk(p.a + row * p.a_stride_m, row < p.m, k0 + (chunk % kChunksPerRow) * kChunkBytes, p.k);
-      if (p.fold_fn_a) staged_a[i] = fold_chunk(staged_a[i]);
+      staged_a[i] = load_chunk(p.a, p.a_stride_m, m0 + chunk / kChunksPerRow, p.m,
+                               k0 + (chunk % kChunksPerRow) * kChunkBytes, p.k);
     }
     for (int i = 0; i < kLoadsB; ++i) {
       const int chunk = tid + i * kThreads;
-      const int64_t row = n0 + chunk / kChunksPerRow;
-      staged_b[i] = load_chunk(p.b + row * p.b_stride_n, row < p.n, k0 + (chunk % kChunksPerRow) * kChunkBytes, p.k);
-      if (p.fold_fn_b) staged_b[i] = fold_chunk(staged_b[i]);
+      staged_b[i] = load_chunk(p.b, p.b_stride_n, n0 + chunk / kChunksPerRow, p.n,
+                               k0 + (chunk % kChunksPerRow) * kChunkBytes, p.k);
     }
+    // Rare cases under workgroup-uniform branches, once per stage: the ragged K block, fn operands.
+    if (k0 + kBlockK > p.k) {
+      for (int i = 0; i < kLoadsA; ++i)
+        staged_a[i] = mask_k_edge(staged_a[i], k0 + ((tid + i * kThreads) % kChunksPerRow) * kChunkBytes, p.k);
+      for (int i = 0; i < kLoadsB; ++i)
+        staged_b[i] = mask_k_edge(staged_b[i], k0 + ((tid + i * kThreads) % kChunksPerRow) * kChunkBytes, p.k);
+    }
+    if (p.fold_fn_a)
+      for (int i = 0; i < kLoadsA; ++i) staged_a[i] = fold_chunk(staged_a[i]);
+    if (p.fold_fn_b)
+      for (int i = 0; i < kLoadsB; ++i) staged_b[i] = fold_chunk(staged_b[i]);
   };
   auto store_stage = [&](int stage) {
     for (int i = 0; i < kLoadsA; ++i) {
@@ -269,7 +281,8 @@ __global__ __launch_bounds__(kTiles[kTileIndex].threads()) void gemm_fp8_kernel(
     for (int i = 0; i < kSubM; ++i)
       for (int e = 0; e < Layout::kAccum; ++e) {
         const int64_t row = m0 + wave_m * kWaveM + i * Layout::kM + Layout::d_of(lane, e).row;
-        a_scale[i][e] = row < p.m ? p.a_scale[row * p.a_scale_stride_m + kb * p.a_scale_stride_k] : 0.0f;
+        const float scale = p.a_scale[(row < p.m ? row : p.m - 1) * p.a_scale_stride_m + kb * p.a_scale_stride_k];
+        a_scale[i][e] = row < p.m ? scale : 0.0f;  // clamped read + select: no branch per load
       }
     const float b_scale = b_scale_row[kb * p.b_scale_stride_k] * p.scale_factor;
 
