@@ -3,8 +3,10 @@
 // One template, instantiated per row of kTileConfigs (gemm_heuristics.h):
 //  - a persistent grid walks work units (tile x K split) with grouped rasterization (kGroupM) so
 //    that CTAs running at the same time share A and B tiles in L2;
-//  - one producer warpgroup (one thread issues TMA, registers given away with setmaxnreg.dec) fills a
-//    kStages-deep ring of 128B-swizzled A/B tiles guarded by full/empty mbarriers;
+//  - one producer warpgroup (registers given away with setmaxnreg.dec) fills a kStages-deep ring
+//    guarded by full/empty mbarriers: one thread issues the TMA loads of 128B-swizzled A/B tiles,
+//    one warp copies that K block's A and B scales (any strides) into the stage with cp.async, whose
+//    completion arrives on the same full barrier - so scale latency is hidden kStages blocks ahead;
 //  - 1 or 2 math warpgroups (64 rows each) run 4 wgmma m64nNk32 steps per 128-K block into a
 //    temporary accumulator, wait, then promote `acc += tmp * As[row, kb] * Bs[col / 128, kb]` in fp32
 //    registers (two-level accumulation: FP8 tensor-core sums lose bits over long K);
@@ -29,9 +31,9 @@
 namespace gemm::cuda {
 
 // Register budgets after setmaxnreg: the producer needs few; math warpgroups hold 2 accumulators.
-constexpr int kProducerRegs = 40;
-constexpr int kMathRegs1WG = 240;   // 128*40 + 128*240 <= 64K registers
-constexpr int kMathRegs2WG = 232;   // 128*40 + 256*232 <= 64K registers
+constexpr int kProducerRegs = 56;
+constexpr int kMathRegs1WG = 240;   // 128*56 + 128*240 <= 64K registers
+constexpr int kMathRegs2WG = 224;   // 128*56 + 256*224 <= 64K registers
 
 struct KernelParams {
   int64_t m = 0, n = 0;
@@ -125,6 +127,9 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
   constexpr int kKSteps = kBlockK / hopper::kWgmmaK;
   // A tile never spans more than this many 128-wide B scale blocks.
   constexpr int kMaxScaleBlocks = (kBlockN + kScaleBlockN - 1) / kScaleBlockN + 1;
+  constexpr int kScaleFloats = scale_stage_floats(kCfg);
+  constexpr int kScaleWarp = 1;  // producer warp copying scales (warp 0 issues TMA)
+  constexpr int kScaleThreadsPerRow = hopper::kWarpSize;
   using Mma = WgmmaFp8<kBlockN>;
   constexpr int kAcc = Mma::kAccRegs;
   static_assert(kBlockM % hopper::kWgmmaM == 0 && kBlockN % hopper::kWgmmaNAlign == 0 &&
@@ -132,7 +137,8 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
                 "tile shape outside what wgmma/TMA take");
   static_assert(kABytes % hopper::kSwizzleAtomBytes == 0 && kBBytes % hopper::kSwizzleAtomBytes == 0,
                 "stage buffers must stay 1024-byte aligned for the 128B swizzle");
-  static_assert(kMaxScaleBlocks <= 3, "promotion selects among at most 3 B scale blocks");
+  static_assert(kMaxScaleBlocks <= 3 && kMaxScaleBlocks <= kMaxScaleBlocksPerTile,
+                "promotion selects among at most 3 B scale blocks");
 
   extern __shared__ uint8_t smem_raw[];
   // The 128B swizzle pattern is a function of address bits [4,10): tiles start 1024-aligned.
@@ -141,7 +147,8 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
                               hopper::kSwizzleAtomBytes);
   uint8_t* smem_a = smem;
   uint8_t* smem_b = smem + kStages * kABytes;
-  uint64_t* full_bar = reinterpret_cast<uint64_t*>(smem_b + kStages * kBBytes);
+  float* smem_scales = reinterpret_cast<float*>(smem_b + kStages * kBBytes);
+  uint64_t* full_bar = reinterpret_cast<uint64_t*>(smem_scales + kStages * kScaleFloats);
   uint64_t* empty_bar = full_bar + kStages;
 
   const int warpgroup = threadIdx.x / hopper::kWarpgroupThreads;
@@ -153,7 +160,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
     ptx::tma_prefetch_desc(&tmap_b);
 #pragma unroll
     for (int s = 0; s < kStages; ++s) {
-      ptx::mbar_init(&full_bar[s], 1);                                 // producer's expect_tx
+      ptx::mbar_init(&full_bar[s], 1 + hopper::kWarpSize);  // TMA expect_tx + scale-warp lanes
       ptx::mbar_init(&empty_bar[s], kMathWG * hopper::kWarpgroupWarps);  // one arrive per math warp
     }
     ptx::fence_barrier_init();
@@ -163,7 +170,8 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
   if (warpgroup == kMathWG) {
     // ---------------- producer ----------------
     ptx::setmaxnreg_dec<kProducerRegs>();
-    if (tid == 0) {
+    const int warp = tid / hopper::kWarpSize;
+    if (warp == 0 && lane == 0) {
       int iter = 0;
       for (int64_t u = blockIdx.x; u < p.units; u += gridDim.x) {
         const WorkUnit w = decode_unit(p, u);
@@ -176,6 +184,37 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
                            static_cast<int32_t>(w.m_blk * kBlockM));
           ptx::tma_load_2d(smem_b + s * kBBytes, &tmap_b, &full_bar[s], kb * kBlockK,
                            static_cast<int32_t>(w.n_blk * kBlockN));
+        }
+      }
+    } else if (warp == kScaleWarp) {
+      const int64_t num_scale_n = (p.n + kScaleBlockN - 1) / kScaleBlockN;
+      int iter = 0;
+      for (int64_t u = blockIdx.x; u < p.units; u += gridDim.x) {
+        const WorkUnit w = decode_unit(p, u);
+        const int64_t nb = w.n_blk * kBlockN / kScaleBlockN + lane;
+        const bool b_lane = lane < kMaxScaleBlocks;
+        const bool b_ok = b_lane && nb < num_scale_n;
+        for (int kb = w.kb_begin; kb < w.kb_end; ++kb, ++iter) {
+          const int s = iter % kStages;
+          const uint32_t phase = (iter / kStages) & 1;
+          ptx::mbar_wait(&empty_bar[s], phase ^ 1);
+          float* dst = smem_scales + s * kScaleFloats;
+#pragma unroll
+          for (int i = lane; i < kBlockM; i += kScaleThreadsPerRow) {
+            const int64_t row = w.m_blk * kBlockM + i;
+            const bool ok = row < p.m;
+            ptx::cp_async_4(dst + i,
+                            ok ? p.a_scale + row * p.a_scale_stride_m + kb * p.a_scale_stride_k
+                               : p.a_scale,
+                            ok ? sizeof(float) : 0);
+          }
+          if (b_lane) {
+            ptx::cp_async_4(dst + kBlockM + lane,
+                            b_ok ? p.b_scale + nb * p.b_scale_stride_n + kb * p.b_scale_stride_k
+                                 : p.b_scale,
+                            b_ok ? sizeof(float) : 0);
+          }
+          ptx::cp_async_mbar_arrive_noinc(&full_bar[s]);
         }
       }
     }
@@ -193,16 +232,11 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
   for (int64_t u = blockIdx.x; u < p.units; u += gridDim.x) {
     const WorkUnit w = decode_unit(p, u);
     const int64_t row0 = w.m_blk * kBlockM + warpgroup * hopper::kWgmmaM + frag_row0;
-    const int64_t row1 = row0 + hopper::kFragRowHalf;
-    const bool row0_ok = row0 < p.m, row1_ok = row1 < p.m;
-    const float* a_scale0 = p.a_scale + (row0_ok ? row0 : 0) * p.a_scale_stride_m;
-    const float* a_scale1 = p.a_scale + (row1_ok ? row1 : 0) * p.a_scale_stride_m;
     // B scale blocks touched by this tile: nb0, and from tile-local column `next_block_col` on nb0+1.
     const int64_t n0 = w.n_blk * kBlockN;
     const int64_t nb0 = n0 / kScaleBlockN;
     const int next_block_col = static_cast<int>((nb0 + 1) * kScaleBlockN - n0);
     const bool one_scale_block = next_block_col >= kBlockN || nb0 + 1 >= num_scale_n;
-    const float* b_scale = p.b_scale + nb0 * p.b_scale_stride_n;
 
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) acc[i] = 0.f;
@@ -210,18 +244,14 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
     for (int kb = w.kb_begin; kb < w.kb_end; ++kb, ++iter) {
       const int s = iter % kStages;
       const uint32_t phase = (iter / kStages) & 1;
-      // Scales are loaded before the barrier wait so their latency hides behind the MMAs.
-      const float sa0 = row0_ok ? a_scale0[kb * p.a_scale_stride_k] : 0.f;
-      const float sa1 = row1_ok ? a_scale1[kb * p.a_scale_stride_k] : 0.f;
+      ptx::mbar_wait(&full_bar[s], phase);
+      // Scales of this K block (copied by the scale warp); read now, used after the MMAs.
+      const float* stage_scales = smem_scales + s * kScaleFloats;
+      const float sa0 = stage_scales[warpgroup * hopper::kWgmmaM + frag_row0];
+      const float sa1 = stage_scales[warpgroup * hopper::kWgmmaM + frag_row0 + hopper::kFragRowHalf];
       float sb[kMaxScaleBlocks];
 #pragma unroll
-      for (int j = 0; j < kMaxScaleBlocks; ++j) {
-        sb[j] = (j == 0 || (!one_scale_block && nb0 + j < num_scale_n))
-                    ? b_scale[j * p.b_scale_stride_n + kb * p.b_scale_stride_k]
-                    : 0.f;
-      }
-
-      ptx::mbar_wait(&full_bar[s], phase);
+      for (int j = 0; j < kMaxScaleBlocks; ++j) sb[j] = stage_scales[kBlockM + j];
       const uint64_t desc_a = hopper::make_smem_desc_k_major_sw128(
           ptx::smem_addr(smem_a + s * kABytes + warpgroup * hopper::kWgmmaM * kBlockK));
       const uint64_t desc_b =

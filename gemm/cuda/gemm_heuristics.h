@@ -34,12 +34,20 @@ constexpr int kSmemAlignSlack = hopper::kSwizzleAtomBytes;  // dynamic smem roun
 constexpr int kBarrierBytesPerStage = 2 * 8;                // full + empty mbarrier
 
 GEMM_HOST_DEVICE constexpr int stage_bytes(const TileConfig& c) { return (c.block_m + c.block_n) * kBlockK; }
+// Per stage, the scales the math warpgroups need for that K block: BLOCK_M A scales and up to
+// kMaxScaleBlocksPerTile B scales (a BLOCK_N not dividing 128 can straddle up to 3 scale blocks).
+constexpr int kMaxScaleBlocksPerTile = 4;  // 3 used, padded so each stage stays 16-byte aligned
+GEMM_HOST_DEVICE constexpr int scale_stage_floats(const TileConfig& c) {
+  return c.block_m + kMaxScaleBlocksPerTile;
+}
 GEMM_HOST_DEVICE constexpr int num_stages(const TileConfig& c) {
-  const int fit = (hopper::kMaxSmemPerBlock - kSmemAlignSlack) / (stage_bytes(c) + kBarrierBytesPerStage);
+  const int fit = (hopper::kMaxSmemPerBlock - kSmemAlignSlack) /
+                  (stage_bytes(c) + scale_stage_floats(c) * static_cast<int>(sizeof(float)) + kBarrierBytesPerStage);
   return fit < kMaxStages ? fit : kMaxStages;
 }
 GEMM_HOST_DEVICE constexpr int smem_bytes(const TileConfig& c) {
-  return num_stages(c) * (stage_bytes(c) + kBarrierBytesPerStage) + kSmemAlignSlack;
+  return num_stages(c) * (stage_bytes(c) + scale_stage_floats(c) * static_cast<int>(sizeof(float)) + kBarrierBytesPerStage) +
+         kSmemAlignSlack;
 }
 GEMM_HOST_DEVICE constexpr int num_math_warpgroups(const TileConfig& c) { return c.block_m / hopper::kWgmmaM; }
 GEMM_HOST_DEVICE constexpr int num_threads(const TileConfig& c) {

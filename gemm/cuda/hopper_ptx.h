@@ -52,6 +52,19 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, u
       : "memory");
 }
 
+// ---- cp.async (LDGSTS): 4-byte global->shared copies of scales with any strides ----
+// `src_bytes` 0 zero-fills the destination without reading (rows past M, scale blocks past N).
+__device__ __forceinline__ void cp_async_4(void* dst, const void* src, uint32_t src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(src_bytes)
+               : "memory");
+}
+// Arrives on `bar` once this thread's earlier cp.async copies have landed; the arrival is already
+// counted in the barrier's expected count (.noinc), so the issuing warp never blocks on them.
+__device__ __forceinline__ void cp_async_mbar_arrive_noinc(uint64_t* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_addr(bar)) : "memory");
+}
+
 // ---- wgmma ordering ----
 __device__ __forceinline__ void wgmma_fence() {
   asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
