@@ -215,6 +215,7 @@ def common_defines(ops_id: str, facts: dict) -> list[str]:
         "rocm": ["-DROCM_KERNEL", "-DUSE_ROCM=1", "-D__HIP_PLATFORM_AMD__=1"],
     }[facts["backend"]]
     return [
+        "-DNDEBUG",  # a Release build, as kernel-builder's CMake makes
         f"-DTORCH_EXTENSION_NAME={ops_id}",
         f"-DPy_LIMITED_API={PY_LIMITED_API}",
         f"-D_GLIBCXX_USE_CXX11_ABI={facts['cxx11_abi']}",
