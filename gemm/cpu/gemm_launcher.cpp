@@ -75,7 +75,7 @@ struct ChunkPlan {
   int64_t row_tiles;        // ceil(rows / row_tile)
   int64_t n_tiles;          // ceil(n / kTileN)
   int64_t tiles_per_split;  // row tiles per task
-  const float* a_pack;      // [row_tiles][k_blocks][kScaleBlockK][row_tile]
+  const float* a_pack;      // [k_blocks][row_tiles][kScaleBlockK][kMR]: one K block of all rows is contiguous
 };
 
 // Decodes fp8 src[r * stride_row + k * stride_k] (r < valid_rows, k < k_len) into
@@ -192,7 +192,7 @@ inline void run_task(const ChunkPlan& plan, int64_t task, float* scratch) {
         row_scale[i] =
             g.a_scale[(plan.m_begin + r + i) * g.a_scale_stride_m + kb * g.a_scale_stride_k] *
             b_scale;
-      const float* a_panel = plan.a_pack + (tile * plan.k_blocks + kb) * kScaleBlockK * Cfg::kMR;
+      const float* a_panel = plan.a_pack + (kb * plan.row_tiles + tile) * kScaleBlockK * Cfg::kMR;
       float* acc_tile = acc + (r - row_begin) * kTileN;
       for (int64_t s = 0; s < strips; ++s)
         micro_kernel_rows<Isa>(tile_rows, a_panel, b_pack + s * Cfg::kNR * kScaleBlockK, k_len,
@@ -324,7 +324,7 @@ std::string gemm_launch(const GemmArgs& args, const Workspace& workspace, void* 
 
     at::parallel_for(0, plan.row_tiles * k_blocks, 1, [&](int64_t begin, int64_t end) {
       for (int64_t item = begin; item < end; ++item) {
-        const int64_t tile = item / k_blocks, kb = item % k_blocks;
+        const int64_t kb = item / plan.row_tiles, tile = item % plan.row_tiles;
         const int64_t row = m_begin + tile * path.row_tile;
         const int64_t k_begin = kb * kScaleBlockK;
         decode_panel(a_bytes + row * args.a_stride_m + k_begin * args.a_stride_k, args.a_stride_m,
