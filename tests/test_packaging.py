@@ -150,6 +150,35 @@ def test_build_script_refuses_missing_source(tmp_path):
     assert "torch-ext/torch_binding.cpp" in result.stderr, result.stderr
 
 
+# The kernel-builder revision kernels-community/activation's lock pins (kernel-builder.md).
+KERNEL_BUILDER_REV = "18c4d686a271ca6e56d0110fd36a9a5f58e86215"
+
+
+@pytest.mark.kernels_ci
+def test_flake():
+    flake = (REPO_ROOT / "flake.nix").read_text()
+    assert 'kernel-builder.url = "github:huggingface/kernels"' in flake
+    assert "kernel-builder.lib.genKernelFlakeOutputs" in flake
+    lock = json.loads((REPO_ROOT / "flake.lock").read_text())
+    assert lock["version"] == 7 and lock["root"] == "root"
+    nodes = lock["nodes"]
+    assert nodes["root"]["inputs"] == {"kernel-builder": "kernel-builder"}
+    builder = nodes["kernel-builder"]
+    assert (builder["locked"]["owner"], builder["locked"]["repo"]) == ("huggingface", "kernels")
+    assert builder["locked"]["rev"] == KERNEL_BUILDER_REV
+    assert set(builder["inputs"]) == {"flake-compat", "flake-utils", "nixpkgs", "rust-overlay"}
+    assert nodes["rust-overlay"]["inputs"]["nixpkgs"] == ["kernel-builder", "nixpkgs"]
+    for name, node in nodes.items():
+        if name == "root":
+            continue
+        locked = node["locked"]
+        assert locked["type"] == "github" and len(locked["rev"]) == 40, name
+        assert locked["narHash"].startswith("sha256-"), name
+        # Every input a node names (directly or by `follows` path) is a node of the lock.
+        for target in node.get("inputs", {}).values():
+            assert (target if isinstance(target, str) else target[-1]) in nodes, (name, target)
+
+
 # ----------------------------------------------------------------------------------- built variant
 
 
