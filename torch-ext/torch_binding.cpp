@@ -16,12 +16,10 @@
 #include "gemm/gemm_launcher.h"
 #include "registration.h"
 
-#if defined(ROCM_KERNEL)
-#include <ATen/hip/impl/HIPGuardImplMasqueradingAsCUDA.h>
-#include <ATen/hip/impl/HIPStreamMasqueradingAsCUDA.h>
-#elif defined(CUDA_KERNEL)
-#include <ATen/cuda/CUDAContext.h>
-#include <c10/cuda/CUDAGuard.h>
+#if defined(CUDA_KERNEL) || defined(ROCM_KERNEL)
+#include <c10/core/DeviceGuard.h>
+#include <c10/core/Stream.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #endif
 
 namespace gemm_binding {
@@ -247,21 +245,25 @@ void gemm_cpu(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const a
 }
 #endif
 
+#if defined(CUDA_KERNEL) || defined(ROCM_KERNEL)
 #if defined(ROCM_KERNEL)
+constexpr bool kFnuzSupported = true;  // gfx942's native format
+constexpr const char* kGpuBackend = "ROCm";
+#else
+constexpr bool kFnuzSupported = false;  // no e4m3fnuz on NVIDIA hardware
+constexpr const char* kGpuBackend = "CUDA";
+#endif
+
+// One path for CUDA and ROCm (which registers on the CUDA key): c10's device-generic guard and stream
+// API is what OptionalCUDAGuard / getCurrentCUDAStream wrap, needs no vendor header, and does not
+// depend on the HIP "masquerading" getters that recent ROCm torch builds no longer provide.
 void gemm_gpu(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at::Tensor& a_scale,
               const at::Tensor& b_scale) {
-  const Problem problem = validate(out, a, b, a_scale, b_scale, /*fnuz_supported=*/true, "ROCm");
+  const Problem problem = validate(out, a, b, a_scale, b_scale, kFnuzSupported, kGpuBackend);
   if (problem.m == 0) return;  // a zero-sized grid would be an invalid launch
-  const c10::hip::OptionalHIPGuardMasqueradingAsCUDA guard(a.device());
-  launch(problem, out, a, b, a_scale, b_scale, c10::hip::getCurrentHIPStreamMasqueradingAsCUDA().stream());
-}
-#elif defined(CUDA_KERNEL)
-void gemm_gpu(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at::Tensor& a_scale,
-              const at::Tensor& b_scale) {
-  const Problem problem = validate(out, a, b, a_scale, b_scale, /*fnuz_supported=*/false, "CUDA");
-  if (problem.m == 0) return;  // a zero-sized grid would be an invalid launch
-  const c10::cuda::OptionalCUDAGuard guard(a.device());
-  launch(problem, out, a, b, a_scale, b_scale, at::cuda::getCurrentCUDAStream().stream());
+  const c10::OptionalDeviceGuard guard(a.device());
+  const c10::Stream stream = c10::impl::getDeviceGuardImpl(a.device().type())->getStream(a.device());
+  launch(problem, out, a, b, a_scale, b_scale, stream.native_handle());
 }
 #endif
 
