@@ -208,7 +208,7 @@ def cxx_standard(torch_version: tuple[int, int]) -> str:
     return "c++20" if torch_version >= FIRST_CXX20_TORCH else "c++17"
 
 
-def common_defines(ops_id: str, facts: dict) -> list[str]:
+def common_defines(facts: dict) -> list[str]:
     backend_defines = {
         "cpu": ["-DCPU_KERNEL"],
         "cuda": ["-DCUDA_KERNEL", "-DUSE_CUDA=1"],
@@ -216,7 +216,6 @@ def common_defines(ops_id: str, facts: dict) -> list[str]:
     }[facts["backend"]]
     return [
         "-DNDEBUG",  # a Release build, as kernel-builder's CMake makes
-        f"-DTORCH_EXTENSION_NAME={ops_id}",
         f"-DPy_LIMITED_API={PY_LIMITED_API}",
         f"-D_GLIBCXX_USE_CXX11_ABI={facts['cxx11_abi']}",
         *backend_defines,
@@ -286,10 +285,12 @@ def compile_command(
 
 
 def translation_units(root: Path, config: dict, facts: dict, ops_id: str, obj_dir: Path) -> list[Unit]:
-    base = common_defines(ops_id, facts)
+    # Only the binding registers ops, so only it sees the ops id: kernel objects then survive the
+    # id changing with every commit (or, without .git, with every source edit).
+    binding = (config["torch"], [*common_defines(facts), f"-DTORCH_EXTENSION_NAME={ops_id}"])
+    kernels = [(k, common_defines(facts)) for k in sections_for(config, facts["backend"])]
     units = []
-    sections = [config["torch"], *sections_for(config, facts["backend"])]
-    for section in sections:
+    for section, base in [binding, *kernels]:
         for listed in section["src"]:
             source = root / listed
             if source.suffix in HEADER_SUFFIXES:
