@@ -113,7 +113,7 @@ class TorchWorkspace {
 
 struct Problem {
   int64_t m, n, k;
-  gemm::Fp8Format fp8_format;
+  gemm::Fp8Format a_format, b_format;
   gemm::OutFormat out_format;
 };
 
@@ -137,15 +137,15 @@ void check_scale_dtype(const at::Tensor& t, const char* name) {
                    dtype_name(t.scalar_type()), " (upcast other scale formats, e.g. E8M0, with .float())");
 }
 
-gemm::Fp8Format fp8_format(const at::Tensor& a, const at::Tensor& b, bool fnuz_supported, const char* backend) {
-  const at::ScalarType type = a.scalar_type();
-  TORCH_CHECK_TYPE(type == at::kFloat8_e4m3fn || type == at::kFloat8_e4m3fnuz,
-                   "gemm: a must be torch.float8_e4m3fn or torch.float8_e4m3fnuz, got ", dtype_name(type));
-  // Mixed formats are refused rather than converted: e4m3fn_to_e4m3fnuz() makes the conversion explicit.
-  TORCH_CHECK_TYPE(b.scalar_type() == type, "gemm: b must have the same FP8 dtype as a (", dtype_name(type),
-                   "), got ", dtype_name(b.scalar_type()), "; convert with gemm.e4m3fn_to_e4m3fnuz if needed");
-  TORCH_CHECK_TYPE(type != at::kFloat8_e4m3fnuz || fnuz_supported, "gemm: torch.float8_e4m3fnuz is not supported on ",
-                   backend, " (it is the AMD gfx942 format); pass torch.float8_e4m3fn");
+// Each operand's format is passed to the backend separately: CPU and ROCm decode a and b independently,
+// so mixing e4m3fn with e4m3fnuz is exact there; CUDA takes e4m3fn only.
+gemm::Fp8Format fp8_format(const at::Tensor& t, const char* name, bool fnuz_supported, const char* backend) {
+  const at::ScalarType type = t.scalar_type();
+  TORCH_CHECK_TYPE(type == at::kFloat8_e4m3fn || type == at::kFloat8_e4m3fnuz, "gemm: ", name,
+                   " must be torch.float8_e4m3fn or torch.float8_e4m3fnuz, got ", dtype_name(type));
+  TORCH_CHECK_TYPE(type != at::kFloat8_e4m3fnuz || fnuz_supported, "gemm: ", name,
+                   " is torch.float8_e4m3fnuz, which is not supported on ", backend,
+                   " (it is the AMD gfx942 format); pass torch.float8_e4m3fn");
   return type == at::kFloat8_e4m3fn ? gemm::Fp8Format::kE4M3FN : gemm::Fp8Format::kE4M3FNUZ;
 }
 
@@ -170,7 +170,8 @@ Problem validate(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b
   check_2d(out, "out", "[M, N]");
 
   Problem problem;
-  problem.fp8_format = fp8_format(a, b, fnuz_supported, backend);
+  problem.a_format = fp8_format(a, "a", fnuz_supported, backend);
+  problem.b_format = fp8_format(b, "b", fnuz_supported, backend);
   check_scale_dtype(a_scale, "a_scale");
   check_scale_dtype(b_scale, "b_scale");
   problem.out_format = out_format(out);
@@ -225,8 +226,8 @@ void launch(const Problem& problem, at::Tensor& out, const at::Tensor& a, const 
   args.c = out.mutable_data_ptr();
   args.c_stride_m = out_layout->row_stride;
   args.c_stride_n = out_layout->col_stride;
-  args.a_format = problem.fp8_format;
-  args.b_format = problem.fp8_format;
+  args.a_format = problem.a_format;
+  args.b_format = problem.b_format;
   args.c_format = problem.out_format;
 
   TorchWorkspace workspace(a.device());
