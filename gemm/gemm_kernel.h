@@ -33,12 +33,21 @@ constexpr int kChunksPerRow = kBlockK / kChunkBytes;   // 8 chunks per 128-byte 
 constexpr int kSwizzleRows = kChunksPerRow;            // rows r..r+7 spread one chunk column over all banks
 constexpr int kOperandsPerChunk = kChunkBytes / cdna3::kFp8PerOperand;  // 2 MFMA steps per LDS read
 
-// Everything a GEMM launch needs; pointers already resolved to K-major, 16-byte aligned rows.
+// One FP8 operand [rows, k] as the kernel reads it: K-major (stride between rows, K contiguous) or
+// M/N-major (stride between K columns, rows contiguous: the AMD challenge layout). The pointer and the
+// stride are 16-byte aligned (the launcher stages anything else into a K-major copy).
+struct OperandView {
+  const uint8_t* data;
+  int64_t stride;    // bytes between rows (K-major) or between K columns (M/N-major)
+  int64_t rows;
+  int32_t m_major;   // rows contiguous: staged through a register transpose
+  int32_t fold_fn;   // bytes are e4m3fn: fold to e4m3fnuz while staging
+};
+
+// Everything a GEMM launch needs.
 struct KernelParams {
-  const uint8_t* a;  // [m, k] K-major, row stride a_stride_m bytes (multiple of 16)
-  int64_t a_stride_m;
-  const uint8_t* b;  // [n, k] K-major
-  int64_t b_stride_n;
+  OperandView a;  // [m, k]
+  OperandView b;  // [n, k]
   const float* a_scale;
   int64_t a_scale_stride_m, a_scale_stride_k;
   const float* b_scale;
@@ -50,7 +59,6 @@ struct KernelParams {
   int32_t k_blocks_per_split;
   int32_t tiles_m, tiles_n, group_m;
   float scale_factor;   // 2 per e4m3fn operand: the same byte is worth twice as much in fn as in fnuz
-  int32_t fold_fn_a, fold_fn_b;  // operand bytes are e4m3fn: fold to fnuz while staging
   OutFormat out_format;
 };
 
@@ -110,24 +118,18 @@ __device__ __forceinline__ u32x4 fold_chunk(u32x4 v) {
                fold_e4m3fn_to_fnuz(v.w)};
 }
 
-// 16 bytes of row `row` (of `rows`) at K offset k0 (a multiple of 16); zero for rows past the end.
-// Branch-free per lane: an out-of-range row or chunk reads a clamped, valid address and a select
-// zeroes it (mask_k_edge zeroes bytes past K). Rows start 16-byte aligned (the launcher stages any other
-// layout), so the load is aligned; on the K edge it may read up to 15 bytes past the row's last
-// element, which lie in the same 16-byte-aligned granule (so the same page) as that element.
-__device__ __forceinline__ u32x4 load_chunk(const uint8_t* base, int64_t stride, int64_t row, int64_t rows,
-                                            int64_t k0, int64_t k) {
-  const int64_t last_chunk = (k - 1) / kChunkBytes * kChunkBytes;
-  const int64_t safe_row = row < rows ? row : rows - 1;
-  const int64_t safe_k0 = k0 < k ? k0 : last_chunk;
-  const u32x4 v = *reinterpret_cast<const u32x4*>(base + safe_row * stride + safe_k0);
-  return row < rows ? v : u32x4{0u, 0u, 0u, 0u};
+// One aligned 16-byte load at `offset` of `base`. Callers clamp out-of-range coordinates to a valid
+// chunk and zero the result with a select, so loads never branch per lane.
+__device__ __forceinline__ u32x4 load_chunk(const uint8_t* base, int64_t offset) {
+  return *reinterpret_cast<const u32x4*>(base + offset);
 }
 
-// Zeroes the bytes of a chunk at K offset k0 that lie at or past K (only the ragged-K stage needs it).
-__device__ __forceinline__ u32x4 mask_k_edge(u32x4 v, int64_t k0, int64_t k) {
+// Keeps the first `valid` bytes of a chunk (all when valid >= 16, none when valid <= 0), zeroes the
+// rest: the ragged edge of K (K-major chunks) or of the rows (M/N-major chunks). A chunk that starts
+// inside the tensor may read up to 15 bytes past its last element; they lie in the same
+// 16-byte-aligned granule, hence the same page, and are zeroed here.
+__device__ __forceinline__ u32x4 keep_bytes(u32x4 v, int64_t valid) {
   constexpr int kWordBytes = 4;
-  const int64_t valid = k - k0;  // bytes of this chunk below K; <= 0 past the edge
   for (int word = 0; word < kChunkBytes / kWordBytes; ++word) {
     const int64_t keep = valid - word * kWordBytes;
     v[word] &= keep >= kWordBytes ? ~0u : keep <= 0 ? 0u : (1u << (8 * keep)) - 1u;
@@ -160,11 +162,72 @@ __device__ __forceinline__ void store_output(void* out, int64_t index, float val
     static_cast<uint16_t*>(out)[index] = __builtin_bit_cast(uint16_t, static_cast<_Float16>(value));
 }
 
-// LDS position of chunk `chunk` of stage row `row`: XOR swizzle, so the 8 rows read by 8 lanes at the
-// same logical chunk land in 8 different 16-byte bank groups (128 bytes = all 32 banks).
+// LDS position of chunk `chunk` of stage row `row` (rows of 128 bytes = all 32 banks): XOR swizzle.
+// MFMA reads: 8 consecutive rows (aligned) at one logical chunk hit 8 different chunk slots, so a
+// 16-byte read by 8 lanes covers all banks. M/N-major staging writes 4-byte pieces of rows
+// r, r+16, r+32, ... in one instruction; the row/16 term sends those to different slots too.
 __device__ __forceinline__ int lds_index(int row, int chunk) {
-  return row * kChunksPerRow + (chunk ^ (row % kSwizzleRows));
+  return row * kChunksPerRow + (chunk ^ ((row ^ (row / kChunkBytes)) % kSwizzleRows));
 }
+
+// Stages one operand tile [kRows, kBlockK] from global memory into registers, then into LDS.
+// K-major: thread t owns 16-byte chunks t, t + kThreads, ... (row = chunk / 8): one LDS write each.
+// M/N-major: thread t owns kLoads K-consecutive columns of 16 consecutive rows; the register
+// transpose turns them into 16 row pieces of kLoads bytes, one LDS write each.
+template <int kRows, int kThreads>
+struct OperandStager {
+  static constexpr int kLoads = kRows * kChunksPerRow / kThreads;
+  static constexpr int kRowGroups = kRows / kChunkBytes;  // M/N-major: 16-row groups along the tile
+  static_assert(kLoads * kThreads == kRows * kChunksPerRow, "a stage must split evenly over the threads");
+  static_assert(kLoads == 1 || kLoads == 2 || kLoads == 4 || kLoads == 8, "row pieces are 1, 2, 4 or 8 bytes");
+  typedef uint8_t Piece __attribute__((ext_vector_type(kLoads)));
+
+  u32x4 chunk[kLoads];
+
+  __device__ __forceinline__ void load(const OperandView& op, int64_t row0, int64_t k0, int64_t k, int tid) {
+    if (op.m_major) {
+      const int64_t row = row0 + (tid % kRowGroups) * kChunkBytes;
+      const int64_t safe_row = row < op.rows ? row : (op.rows - 1) / kChunkBytes * kChunkBytes;
+      for (int i = 0; i < kLoads; ++i) {
+        const int64_t col = k0 + (tid / kRowGroups) * kLoads + i;
+        const u32x4 v = load_chunk(op.data, (col < k ? col : k - 1) * op.stride + safe_row);
+        chunk[i] = col < k ? v : u32x4{0u, 0u, 0u, 0u};
+      }
+      if (row0 + kRows > op.rows)  // the tile crosses the last row: a uniform branch
+        for (int i = 0; i < kLoads; ++i) chunk[i] = keep_bytes(chunk[i], op.rows - row);
+    } else {
+      const int64_t last_chunk = (k - 1) / kChunkBytes * kChunkBytes;
+      for (int i = 0; i < kLoads; ++i) {
+        const int c = tid + i * kThreads;
+        const int64_t row = row0 + c / kChunksPerRow, col = k0 + (c % kChunksPerRow) * kChunkBytes;
+        const u32x4 v = load_chunk(op.data, (row < op.rows ? row : op.rows - 1) * op.stride + (col < k ? col : last_chunk));
+        chunk[i] = row < op.rows ? v : u32x4{0u, 0u, 0u, 0u};
+      }
+      if (k0 + kBlockK > k)  // the ragged K block: a uniform branch
+        for (int i = 0; i < kLoads; ++i)
+          chunk[i] = keep_bytes(chunk[i], k - (k0 + ((tid + i * kThreads) % kChunksPerRow) * kChunkBytes));
+    }
+    if (op.fold_fn)
+      for (int i = 0; i < kLoads; ++i) chunk[i] = fold_chunk(chunk[i]);
+  }
+
+  __device__ __forceinline__ void store(u32x4* lds, bool m_major, int tid) const {
+    if (m_major) {
+      const int row0 = (tid % kRowGroups) * kChunkBytes, col = (tid / kRowGroups) * kLoads;
+      uint8_t* bytes = reinterpret_cast<uint8_t*>(lds);
+      for (int r = 0; r < kChunkBytes; ++r) {
+        Piece piece;
+        for (int i = 0; i < kLoads; ++i) piece[i] = static_cast<uint8_t>(chunk[i][r / 4] >> (8 * (r % 4)));
+        *reinterpret_cast<Piece*>(bytes + lds_index(row0 + r, col / kChunkBytes) * kChunkBytes + col % kChunkBytes) = piece;
+      }
+    } else {
+      for (int i = 0; i < kLoads; ++i) {
+        const int c = tid + i * kThreads;
+        lds[lds_index(c / kChunksPerRow, c % kChunksPerRow)] = chunk[i];
+      }
+    }
+  }
+};
 
 // Grouped tile order: group_m tile rows sweep N together so their B tiles stay in L2.
 struct TileCoord {
@@ -193,11 +256,7 @@ __global__ __launch_bounds__(kTiles[kTileIndex].threads()) void gemm_fp8_kernel(
   constexpr int kSteps = kBlockK / Layout::kK;  // MFMAs per sub-tile per stage
   constexpr int kPairs = kSteps / kOperandsPerChunk;
   constexpr int kChunkGroups = Layout::kK / cdna3::kFp8PerOperand;  // K groups of 8 across a lane group
-  constexpr int kLoadsA = kTile.block_m * kChunksPerRow / kThreads;
-  constexpr int kLoadsB = kTile.block_n * kChunksPerRow / kThreads;
   static_assert(kWaveM % Layout::kM == 0 && kWaveN % Layout::kN == 0, "wave tile must hold whole MFMA tiles");
-  static_assert(kLoadsA * kThreads == kTile.block_m * kChunksPerRow, "A stage must split evenly over threads");
-  static_assert(kLoadsB * kThreads == kTile.block_n * kChunksPerRow, "B stage must split evenly over threads");
   static_assert(kScaleBlockN % kTile.block_n == 0, "a tile's columns must share one B scale block");
   static_assert(kSteps % kOperandsPerChunk == 0, "LDS reads cover MFMA steps in pairs");
 
@@ -217,41 +276,16 @@ __global__ __launch_bounds__(kTiles[kTileIndex].threads()) void gemm_fp8_kernel(
   const int64_t kb_begin = static_cast<int64_t>(blockIdx.z) * p.k_blocks_per_split;
   const int64_t kb_end = kb_begin + p.k_blocks_per_split < k_blocks ? kb_begin + p.k_blocks_per_split : k_blocks;
 
-  // Global -> register staging of one stage: thread tid owns chunks tid, tid + kThreads, ...
-  u32x4 staged_a[kLoadsA], staged_b[kLoadsB];
+  // Global -> register staging of one stage (kept in registers while the previous stage computes).
+  OperandStager<kTile.block_m, kThreads> stage_a;
+  OperandStager<kTile.block_n, kThreads> stage_b;
   auto load_stage = [&](int64_t kb) {
-    const int64_t k0 = kb * kBlockK;
-    for (int i = 0; i < kLoadsA; ++i) {
-      const int chunk = tid + i * kThreads;
-      staged_a[i] = load_chunk(p.a, p.a_stride_m, m0 + chunk / kChunksPerRow, p.m,
-                               k0 + (chunk % kChunksPerRow) * kChunkBytes, p.k);
-    }
-    for (int i = 0; i < kLoadsB; ++i) {
-      const int chunk = tid + i * kThreads;
-      staged_b[i] = load_chunk(p.b, p.b_stride_n, n0 + chunk / kChunksPerRow, p.n,
-                               k0 + (chunk % kChunksPerRow) * kChunkBytes, p.k);
-    }
-    // Rare cases under workgroup-uniform branches, once per stage: the ragged K block, fn operands.
-    if (k0 + kBlockK > p.k) {
-      for (int i = 0; i < kLoadsA; ++i)
-        staged_a[i] = mask_k_edge(staged_a[i], k0 + ((tid + i * kThreads) % kChunksPerRow) * kChunkBytes, p.k);
-      for (int i = 0; i < kLoadsB; ++i)
-        staged_b[i] = mask_k_edge(staged_b[i], k0 + ((tid + i * kThreads) % kChunksPerRow) * kChunkBytes, p.k);
-    }
-    if (p.fold_fn_a)
-      for (int i = 0; i < kLoadsA; ++i) staged_a[i] = fold_chunk(staged_a[i]);
-    if (p.fold_fn_b)
-      for (int i = 0; i < kLoadsB; ++i) staged_b[i] = fold_chunk(staged_b[i]);
+    stage_a.load(p.a, m0, kb * kBlockK, p.k, tid);
+    stage_b.load(p.b, n0, kb * kBlockK, p.k, tid);
   };
   auto store_stage = [&](int stage) {
-    for (int i = 0; i < kLoadsA; ++i) {
-      const int chunk = tid + i * kThreads;
-      lds_a[stage][lds_index(chunk / kChunksPerRow, chunk % kChunksPerRow)] = staged_a[i];
-    }
-    for (int i = 0; i < kLoadsB; ++i) {
-      const int chunk = tid + i * kThreads;
-      lds_b[stage][lds_index(chunk / kChunksPerRow, chunk % kChunksPerRow)] = staged_b[i];
-    }
+    stage_a.store(lds_a[stage], p.a.m_major, tid);
+    stage_b.store(lds_b[stage], p.b.m_major, tid);
   };
 
   // What this lane feeds the MFMAs (inverse operand maps) and which outputs it holds.

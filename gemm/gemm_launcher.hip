@@ -41,7 +41,8 @@ std::string check_launch(const char* kernel) {
   return err == hipSuccess ? std::string() : hip_error(kernel, err);
 }
 
-// How one FP8 operand reaches the kernel: directly, or through a K-major staging copy.
+// How one FP8 operand reaches the kernel: read in place (K-major or M/N-major with 16-byte aligned
+// pointer and stride), or through a K-major staging copy in workspace (any other strides).
 struct Operand {
   const uint8_t* data;
   int64_t stride_row, stride_k;
@@ -50,17 +51,26 @@ struct Operand {
   int64_t staged_ld;  // bytes per staged row
 };
 
+bool aligned(const void* data, int64_t stride) {
+  return reinterpret_cast<uintptr_t>(data) % kChunkBytes == 0 && stride % kChunkBytes == 0;
+}
+
 Operand plan_operand(const void* data, int64_t stride_row, int64_t stride_k, int64_t rows, int64_t k) {
-  const auto address = reinterpret_cast<uintptr_t>(data);
-  const bool direct = stride_k == 1 && stride_row % kChunkBytes == 0 && address % kChunkBytes == 0;
-  return {static_cast<const uint8_t*>(data), stride_row, stride_k, rows, !direct, ceil_div(k, kChunkBytes) * kChunkBytes};
+  const bool k_major = stride_k == 1 && aligned(data, stride_row);
+  const bool m_major = stride_row == 1 && aligned(data, stride_k);
+  return {static_cast<const uint8_t*>(data), stride_row, stride_k, rows, !k_major && !m_major,
+          ceil_div(k, kChunkBytes) * kChunkBytes};
+}
+
+OperandView view_of(const Operand& op, Fp8Format format) {
+  const bool k_major = op.stride_k == 1 && aligned(op.data, op.stride_row);  // else M/N-major (see plan_operand)
+  return {op.data, k_major ? op.stride_row : op.stride_k, op.rows, !k_major, format == Fp8Format::kE4M3FN};
 }
 
 int64_t align_up(int64_t bytes) { return ceil_div(bytes, kWorkspaceAlign) * kWorkspaceAlign; }
 
 std::string stage_operand(Operand& op, uint8_t* dst, int64_t k, hipStream_t stream) {
-  const bool rows_contiguous = op.stride_row == 1 && op.stride_k % kChunkBytes == 0 &&
-                               reinterpret_cast<uintptr_t>(op.data) % kChunkBytes == 0;
+  const bool rows_contiguous = op.stride_row == 1 && aligned(op.data, op.stride_k);
   const TransposeParams params{op.data, op.stride_row, op.stride_k, dst, op.staged_ld,
                                op.rows, k, ceil_div(k, kTransposeTile), rows_contiguous};
   const int64_t blocks = ceil_div(op.rows, kTransposeTile) * params.tiles_k;
@@ -143,10 +153,8 @@ std::string launch_with_config(const GemmArgs& args, const RocmConfig& config, c
 
   const bool fn_a = args.a_format == Fp8Format::kE4M3FN, fn_b = args.b_format == Fp8Format::kE4M3FN;
   KernelParams params{};
-  params.a = a.data;
-  params.a_stride_m = a.stride_row;
-  params.b = b.data;
-  params.b_stride_n = b.stride_row;
+  params.a = view_of(a, args.a_format);
+  params.b = view_of(b, args.b_format);
   params.a_scale = args.a_scale;
   params.a_scale_stride_m = args.a_scale_stride_m;
   params.a_scale_stride_k = args.a_scale_stride_k;
@@ -164,8 +172,6 @@ std::string launch_with_config(const GemmArgs& args, const RocmConfig& config, c
   params.tiles_n = static_cast<int32_t>(tiles_n);
   params.group_m = config.group_m;
   params.scale_factor = (fn_a ? kFnScaleFactor : 1.0f) * (fn_b ? kFnScaleFactor : 1.0f);
-  params.fold_fn_a = fn_a;
-  params.fold_fn_b = fn_b;
   params.out_format = splits > 1 ? OutFormat::kFP32 : args.c_format;
 
   const dim3 grid(static_cast<uint32_t>(tiles_m * tiles_n), 1, static_cast<uint32_t>(splits));
