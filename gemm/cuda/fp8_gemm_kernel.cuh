@@ -2,7 +2,9 @@
 //
 // One template, instantiated per row of kTileConfigs (gemm_heuristics.h):
 //  - a persistent grid walks work units (tile x K split) with grouped rasterization (kGroupM) so
-//    that CTAs running at the same time share A and B tiles in L2;
+//    that CTAs running at the same time share A and B tiles in L2; with kClusterM == 2 a unit is a
+//    pair of M-adjacent tiles on a 2-CTA cluster that share B: each CTA loads half of the B tile
+//    and multicasts it to both (halves B's L2->SM traffic, the limit for large M);
 //  - one producer warpgroup (registers given away with setmaxnreg.dec) fills a kStages-deep ring
 //    guarded by full/empty mbarriers: one thread issues the TMA loads of 128B-swizzled A/B tiles,
 //    one warp copies that K block's A and B scales (any strides) into the stage with cp.async, whose
@@ -38,7 +40,8 @@ constexpr int kMathRegs2WG = 224;   // 128*56 + 256*224 <= 64K registers
 struct KernelParams {
   int64_t m = 0, n = 0;
   int num_kblocks = 0, kblocks_per_split = 0;
-  int64_t m_blocks = 0, n_blocks = 0, units = 0;
+  int64_t m_blocks = 0;  // in cluster rows (kClusterM adjacent BLOCK_M blocks)
+  int64_t n_blocks = 0, units = 0;
   const float* a_scale = nullptr;
   int64_t a_scale_stride_m = 0, a_scale_stride_k = 0;
   const float* b_scale = nullptr;
@@ -56,7 +59,9 @@ struct WorkUnit {
 };
 
 // Split is the slowest index: CTAs running together work on one K range of neighbouring tiles.
-__device__ __forceinline__ WorkUnit decode_unit(const KernelParams& p, int64_t u) {
+// `rank` picks this CTA's M block inside the unit's cluster row.
+template <int kClusterM>
+__device__ __forceinline__ WorkUnit decode_unit(const KernelParams& p, int64_t u, uint32_t rank) {
   const int64_t tiles = p.m_blocks * p.n_blocks;
   WorkUnit w;
   w.split = static_cast<int>(u / tiles);
@@ -65,7 +70,7 @@ __device__ __forceinline__ WorkUnit decode_unit(const KernelParams& p, int64_t u
   const int64_t first_m = (t / group_span) * kGroupM;
   const int64_t group_rows = min(static_cast<int64_t>(kGroupM), p.m_blocks - first_m);
   const int64_t r = t % group_span;
-  w.m_blk = first_m + r % group_rows;
+  w.m_blk = (first_m + r % group_rows) * kClusterM + rank;
   w.n_blk = r / group_rows;
   w.kb_begin = w.split * p.kblocks_per_split;
   w.kb_end = min(w.kb_begin + p.kblocks_per_split, p.num_kblocks);
@@ -115,15 +120,18 @@ __device__ __forceinline__ void store_fragment(const float (&acc)[kAcc], T* out,
   }
 }
 
-template <int kBlockM, int kBlockN>
-__global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
+template <int kBlockM, int kBlockN, int kClusterM>
+__global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClusterM}), 1)
     fp8_gemm_kernel(const __grid_constant__ CUtensorMap tmap_a,
                     const __grid_constant__ CUtensorMap tmap_b, const KernelParams p) {
-  constexpr TileConfig kCfg{kBlockM, kBlockN};
+  constexpr TileConfig kCfg{kBlockM, kBlockN, kClusterM};
   constexpr int kStages = num_stages(kCfg);
   constexpr int kMathWG = num_math_warpgroups(kCfg);
   constexpr int kABytes = kBlockM * kBlockK;
   constexpr int kBBytes = kBlockN * kBlockK;
+  constexpr int kBSliceRows = kBlockN / kClusterM;  // rows of the B tile each cluster CTA loads
+  constexpr int kBSliceBytes = kBSliceRows * kBlockK;
+  constexpr uint16_t kClusterMask = (1u << kClusterM) - 1;
   constexpr int kKSteps = kBlockK / hopper::kWgmmaK;
   // A tile never spans more than this many 128-wide B scale blocks.
   constexpr int kMaxScaleBlocks = (kBlockN + kScaleBlockN - 1) / kScaleBlockN + 1;
@@ -135,7 +143,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
   static_assert(kBlockM % hopper::kWgmmaM == 0 && kBlockN % hopper::kWgmmaNAlign == 0 &&
                     kBlockN <= hopper::kTmaMaxBox && kBlockM <= hopper::kTmaMaxBox,
                 "tile shape outside what wgmma/TMA take");
-  static_assert(kABytes % hopper::kSwizzleAtomBytes == 0 && kBBytes % hopper::kSwizzleAtomBytes == 0,
+  static_assert(kABytes % hopper::kSwizzleAtomBytes == 0 && kBSliceBytes % hopper::kSwizzleAtomBytes == 0,
                 "stage buffers must stay 1024-byte aligned for the 128B swizzle");
   static_assert(kMaxScaleBlocks <= 3 && kMaxScaleBlocks <= kMaxScaleBlocksPerTile,
                 "promotion selects among at most 3 B scale blocks");
@@ -154,6 +162,9 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
   const int warpgroup = threadIdx.x / hopper::kWarpgroupThreads;
   const int tid = threadIdx.x % hopper::kWarpgroupThreads;
   const int lane = tid % hopper::kWarpSize;
+  const uint32_t rank = kClusterM > 1 ? ptx::cluster_ctarank() : 0;
+  const int64_t cluster_id = blockIdx.x / kClusterM;
+  const int64_t num_clusters = gridDim.x / kClusterM;
 
   if (threadIdx.x == 0) {
     ptx::tma_prefetch_desc(&tmap_a);
@@ -161,11 +172,16 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
 #pragma unroll
     for (int s = 0; s < kStages; ++s) {
       ptx::mbar_init(&full_bar[s], 1 + hopper::kWarpSize);  // TMA expect_tx + scale-warp lanes
-      ptx::mbar_init(&empty_bar[s], kMathWG * hopper::kWarpgroupWarps);  // one arrive per math warp
+      // One arrive per math warp of every CTA whose stage the multicast B slices write.
+      ptx::mbar_init(&empty_bar[s], kClusterM * kMathWG * hopper::kWarpgroupWarps);
     }
     ptx::fence_barrier_init();
   }
-  __syncthreads();
+  if constexpr (kClusterM > 1) {
+    ptx::cluster_sync();
+  } else {
+    __syncthreads();
+  }
 
   if (warpgroup == kMathWG) {
     // ---------------- producer ----------------
@@ -173,8 +189,8 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
     const int warp = tid / hopper::kWarpSize;
     if (warp == 0 && lane == 0) {
       int iter = 0;
-      for (int64_t u = blockIdx.x; u < p.units; u += gridDim.x) {
-        const WorkUnit w = decode_unit(p, u);
+      for (int64_t u = cluster_id; u < p.units; u += num_clusters) {
+        const WorkUnit w = decode_unit<kClusterM>(p, u, rank);
         for (int kb = w.kb_begin; kb < w.kb_end; ++kb, ++iter) {
           const int s = iter % kStages;
           const uint32_t phase = (iter / kStages) & 1;
@@ -182,15 +198,20 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
           ptx::mbar_arrive_expect_tx(&full_bar[s], kABytes + kBBytes);
           ptx::tma_load_2d(smem_a + s * kABytes, &tmap_a, &full_bar[s], kb * kBlockK,
                            static_cast<int32_t>(w.m_blk * kBlockM));
-          ptx::tma_load_2d(smem_b + s * kBBytes, &tmap_b, &full_bar[s], kb * kBlockK,
-                           static_cast<int32_t>(w.n_blk * kBlockN));
+          const int32_t b_row = static_cast<int32_t>(w.n_blk * kBlockN + rank * kBSliceRows);
+          if constexpr (kClusterM > 1) {
+            ptx::tma_load_2d_multicast(smem_b + s * kBBytes + rank * kBSliceBytes, &tmap_b,
+                                       &full_bar[s], kb * kBlockK, b_row, kClusterMask);
+          } else {
+            ptx::tma_load_2d(smem_b + s * kBBytes, &tmap_b, &full_bar[s], kb * kBlockK, b_row);
+          }
         }
       }
     } else if (warp == kScaleWarp) {
       const int64_t num_scale_n = (p.n + kScaleBlockN - 1) / kScaleBlockN;
       int iter = 0;
-      for (int64_t u = blockIdx.x; u < p.units; u += gridDim.x) {
-        const WorkUnit w = decode_unit(p, u);
+      for (int64_t u = cluster_id; u < p.units; u += num_clusters) {
+        const WorkUnit w = decode_unit<kClusterM>(p, u, rank);
         const int64_t nb = w.n_blk * kBlockN / kScaleBlockN + lane;
         const bool b_lane = lane < kMaxScaleBlocks;
         const bool b_ok = b_lane && nb < num_scale_n;
@@ -218,96 +239,103 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
         }
       }
     }
-    return;
-  }
-
-  // ---------------- math warpgroups ----------------
-  ptx::setmaxnreg_inc<kMathWG == 1 ? kMathRegs1WG : kMathRegs2WG>();
-  const int64_t num_scale_n = (p.n + kScaleBlockN - 1) / kScaleBlockN;
-  const int frag_row0 = hopper::frag_row(tid, 0);
-  const int frag_col0 = hopper::frag_col(tid, 0);
-  float acc[kAcc];
-  float tmp[kAcc];
-  int iter = 0;
-  for (int64_t u = blockIdx.x; u < p.units; u += gridDim.x) {
-    const WorkUnit w = decode_unit(p, u);
-    const int64_t row0 = w.m_blk * kBlockM + warpgroup * hopper::kWgmmaM + frag_row0;
-    // B scale blocks touched by this tile: nb0, and from tile-local column `next_block_col` on nb0+1.
-    const int64_t n0 = w.n_blk * kBlockN;
-    const int64_t nb0 = n0 / kScaleBlockN;
-    const int next_block_col = static_cast<int>((nb0 + 1) * kScaleBlockN - n0);
-    const bool one_scale_block = next_block_col >= kBlockN || nb0 + 1 >= num_scale_n;
+  } else {
+    // ---------------- math warpgroups ----------------
+    ptx::setmaxnreg_inc<kMathWG == 1 ? kMathRegs1WG : kMathRegs2WG>();
+    const int64_t num_scale_n = (p.n + kScaleBlockN - 1) / kScaleBlockN;
+    const int frag_row0 = hopper::frag_row(tid, 0);
+    const int frag_col0 = hopper::frag_col(tid, 0);
+    float acc[kAcc];
+    float tmp[kAcc];
+    int iter = 0;
+    for (int64_t u = cluster_id; u < p.units; u += num_clusters) {
+      const WorkUnit w = decode_unit<kClusterM>(p, u, rank);
+      const int64_t row0 = w.m_blk * kBlockM + warpgroup * hopper::kWgmmaM + frag_row0;
+      // B scale blocks touched by this tile: nb0, and from tile-local column `next_block_col` on nb0+1.
+      const int64_t n0 = w.n_blk * kBlockN;
+      const int64_t nb0 = n0 / kScaleBlockN;
+      const int next_block_col = static_cast<int>((nb0 + 1) * kScaleBlockN - n0);
+      const bool one_scale_block = next_block_col >= kBlockN || nb0 + 1 >= num_scale_n;
 
 #pragma unroll
-    for (int i = 0; i < kAcc; ++i) acc[i] = 0.f;
+      for (int i = 0; i < kAcc; ++i) acc[i] = 0.f;
 
-    for (int kb = w.kb_begin; kb < w.kb_end; ++kb, ++iter) {
-      const int s = iter % kStages;
-      const uint32_t phase = (iter / kStages) & 1;
-      ptx::mbar_wait(&full_bar[s], phase);
-      // Scales of this K block (copied by the scale warp); read now, used after the MMAs.
-      const float* stage_scales = smem_scales + s * kScaleFloats;
-      const float sa0 = stage_scales[warpgroup * hopper::kWgmmaM + frag_row0];
-      const float sa1 = stage_scales[warpgroup * hopper::kWgmmaM + frag_row0 + hopper::kFragRowHalf];
-      float sb[kMaxScaleBlocks];
+      for (int kb = w.kb_begin; kb < w.kb_end; ++kb, ++iter) {
+        const int s = iter % kStages;
+        const uint32_t phase = (iter / kStages) & 1;
+        ptx::mbar_wait(&full_bar[s], phase);
+        // Scales of this K block (copied by the scale warp); read now, used after the MMAs.
+        const float* stage_scales = smem_scales + s * kScaleFloats;
+        const float sa0 = stage_scales[warpgroup * hopper::kWgmmaM + frag_row0];
+        const float sa1 = stage_scales[warpgroup * hopper::kWgmmaM + frag_row0 + hopper::kFragRowHalf];
+        float sb[kMaxScaleBlocks];
 #pragma unroll
-      for (int j = 0; j < kMaxScaleBlocks; ++j) sb[j] = stage_scales[kBlockM + j];
-      const uint64_t desc_a = hopper::make_smem_desc_k_major_sw128(
-          ptx::smem_addr(smem_a + s * kABytes + warpgroup * hopper::kWgmmaM * kBlockK));
-      const uint64_t desc_b =
-          hopper::make_smem_desc_k_major_sw128(ptx::smem_addr(smem_b + s * kBBytes));
-      ptx::fence_regs(tmp);
-      ptx::wgmma_fence();
+        for (int j = 0; j < kMaxScaleBlocks; ++j) sb[j] = stage_scales[kBlockM + j];
+        const uint64_t desc_a = hopper::make_smem_desc_k_major_sw128(
+            ptx::smem_addr(smem_a + s * kABytes + warpgroup * hopper::kWgmmaM * kBlockK));
+        const uint64_t desc_b =
+            hopper::make_smem_desc_k_major_sw128(ptx::smem_addr(smem_b + s * kBBytes));
+        ptx::fence_regs(tmp);
+        ptx::wgmma_fence();
 #pragma unroll
-      for (int ks = 0; ks < kKSteps; ++ks) {
-        Mma::mma(tmp, desc_a + ks * hopper::kDescKStep, desc_b + ks * hopper::kDescKStep, ks > 0);
+        for (int ks = 0; ks < kKSteps; ++ks) {
+          Mma::mma(tmp, desc_a + ks * hopper::kDescKStep, desc_b + ks * hopper::kDescKStep, ks > 0);
+        }
+        ptx::wgmma_commit();
+        ptx::wgmma_wait<0>();
+        ptx::fence_regs(tmp);
+        if (lane == 0) {  // stage free: the next TMA may land (in every CTA the B slices reach)
+          if constexpr (kClusterM > 1) {
+#pragma unroll
+            for (int c = 0; c < kClusterM; ++c) ptx::mbar_arrive_cluster(&empty_bar[s], c);
+          } else {
+            ptx::mbar_arrive(&empty_bar[s]);
+          }
+        }
+
+        if (one_scale_block) {
+          const float s0 = sa0 * sb[0], s1 = sa1 * sb[0];
+#pragma unroll
+          for (int q = 0; q < kAcc; q += hopper::kFragRegsPerQuad) {
+            acc[q] = fmaf(tmp[q], s0, acc[q]);
+            acc[q + 1] = fmaf(tmp[q + 1], s0, acc[q + 1]);
+            acc[q + 2] = fmaf(tmp[q + 2], s1, acc[q + 2]);
+            acc[q + 3] = fmaf(tmp[q + 3], s1, acc[q + 3]);
+          }
+        } else {
+          // Column pairs never straddle a block boundary (boundaries and pairs are 8/2-aligned).
+#pragma unroll
+          for (int q = 0; q < kAcc; q += hopper::kFragRegsPerQuad) {
+            const int col = frag_col0 + (q / hopper::kFragRegsPerQuad) * hopper::kFragColStride;
+            float sbc = col < next_block_col ? sb[0] : sb[1];
+            if (kMaxScaleBlocks > 2 && col >= next_block_col + kScaleBlockN) sbc = sb[2];
+            const float s0 = sa0 * sbc, s1 = sa1 * sbc;
+            acc[q] = fmaf(tmp[q], s0, acc[q]);
+            acc[q + 1] = fmaf(tmp[q + 1], s0, acc[q + 1]);
+            acc[q + 2] = fmaf(tmp[q + 2], s1, acc[q + 2]);
+            acc[q + 3] = fmaf(tmp[q + 3], s1, acc[q + 3]);
+          }
+        }
       }
-      ptx::wgmma_commit();
-      ptx::wgmma_wait<0>();
-      ptx::fence_regs(tmp);
-      if (lane == 0) ptx::mbar_arrive(&empty_bar[s]);  // stage free: the next TMA may land
 
-      if (one_scale_block) {
-        const float s0 = sa0 * sb[0], s1 = sa1 * sb[0];
-#pragma unroll
-        for (int q = 0; q < kAcc; q += hopper::kFragRegsPerQuad) {
-          acc[q] = fmaf(tmp[q], s0, acc[q]);
-          acc[q + 1] = fmaf(tmp[q + 1], s0, acc[q + 1]);
-          acc[q + 2] = fmaf(tmp[q + 2], s1, acc[q + 2]);
-          acc[q + 3] = fmaf(tmp[q + 3], s1, acc[q + 3]);
-        }
-      } else {
-        // Column pairs never straddle a block boundary (boundaries and pairs are 8/2-aligned).
-#pragma unroll
-        for (int q = 0; q < kAcc; q += hopper::kFragRegsPerQuad) {
-          const int col = frag_col0 + (q / hopper::kFragRegsPerQuad) * hopper::kFragColStride;
-          float sbc = col < next_block_col ? sb[0] : sb[1];
-          if (kMaxScaleBlocks > 2 && col >= next_block_col + kScaleBlockN) sbc = sb[2];
-          const float s0 = sa0 * sbc, s1 = sa1 * sbc;
-          acc[q] = fmaf(tmp[q], s0, acc[q]);
-          acc[q + 1] = fmaf(tmp[q + 1], s0, acc[q + 1]);
-          acc[q + 2] = fmaf(tmp[q + 2], s1, acc[q + 2]);
-          acc[q + 3] = fmaf(tmp[q + 3], s1, acc[q + 3]);
-        }
+      const int64_t col0 = n0 + frag_col0;
+      switch (p.out_format) {
+        case OutFormat::kBF16:
+          store_fragment(acc, static_cast<__nv_bfloat16*>(p.out), p.out_ld, row0, col0, p.m, p.n,
+                         p.out_pairs);
+          break;
+        case OutFormat::kFP16:
+          store_fragment(acc, static_cast<__half*>(p.out), p.out_ld, row0, col0, p.m, p.n,
+                         p.out_pairs);
+          break;
+        case OutFormat::kFP32:
+          store_fragment(acc, static_cast<float*>(p.out) + w.split * p.split_plane, p.out_ld, row0,
+                         col0, p.m, p.n, p.out_pairs);
+          break;
       }
     }
-
-    const int64_t col0 = n0 + frag_col0;
-    switch (p.out_format) {
-      case OutFormat::kBF16:
-        store_fragment(acc, static_cast<__nv_bfloat16*>(p.out), p.out_ld, row0, col0, p.m, p.n,
-                       p.out_pairs);
-        break;
-      case OutFormat::kFP16:
-        store_fragment(acc, static_cast<__half*>(p.out), p.out_ld, row0, col0, p.m, p.n,
-                       p.out_pairs);
-        break;
-      case OutFormat::kFP32:
-        store_fragment(acc, static_cast<float*>(p.out) + w.split * p.split_plane, p.out_ld, row0,
-                       col0, p.m, p.n, p.out_pairs);
-        break;
-    }
   }
+  if constexpr (kClusterM > 1) ptx::cluster_sync();  // peers may still multicast / arrive here
 }
 
 }  // namespace gemm::cuda

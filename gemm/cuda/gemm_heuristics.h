@@ -17,16 +17,20 @@ namespace gemm::cuda {
 constexpr int kBlockK = 128;  // = kScaleBlockK = one 128-byte swizzle row of FP8
 
 struct TileConfig {
-  int block_m;  // 64 * number of math warpgroups
-  int block_n;  // wgmma N, % 8 == 0, <= 256 (a value not dividing 128 straddles B scale blocks)
+  int block_m;    // 64 * number of math warpgroups
+  int block_n;    // wgmma N, % 8 == 0, <= 256 (a value not dividing 128 straddles B scale blocks)
+  int cluster_m;  // CTAs of one cluster on adjacent M blocks; each loads 1/cluster_m of the shared
+                  // B tile and TMA-multicasts it, cutting L2->SM traffic (the large-M bottleneck)
 };
 
 // BLOCK_M 64: decode / small M (one math warpgroup). BLOCK_M 128: two math warpgroups sharing B.
 // Non-power-of-two widths cut waves: 112 tiles N=7168 into 64 blocks, 192 tiles 24576 into 128.
 inline constexpr TileConfig kTileConfigs[] = {
-    {64, 64}, {64, 96}, {64, 112}, {64, 128}, {64, 192},
-    {128, 112}, {128, 128}, {128, 144}, {128, 160},
+    {64, 64, 1}, {64, 96, 1}, {64, 112, 1}, {64, 128, 1}, {64, 192, 1},
+    {128, 112, 1}, {128, 128, 1},
+    {128, 112, 2}, {128, 128, 2}, {128, 144, 2}, {128, 160, 2},
 };
+constexpr int kMaxClusterM = 2;
 inline constexpr int kNumTileConfigs = sizeof(kTileConfigs) / sizeof(kTileConfigs[0]);
 
 constexpr int kMaxStages = 8;
@@ -48,6 +52,10 @@ GEMM_HOST_DEVICE constexpr int num_stages(const TileConfig& c) {
 GEMM_HOST_DEVICE constexpr int smem_bytes(const TileConfig& c) {
   return num_stages(c) * (stage_bytes(c) + scale_stage_floats(c) * static_cast<int>(sizeof(float)) + kBarrierBytesPerStage) +
          kSmemAlignSlack;
+}
+// Bytes one CTA pulls from L2 per K block (its share of a multicast B tile).
+constexpr int loaded_bytes(const TileConfig& c) {
+  return (c.block_m + c.block_n / c.cluster_m) * kBlockK;
 }
 GEMM_HOST_DEVICE constexpr int num_math_warpgroups(const TileConfig& c) { return c.block_m / hopper::kWgmmaM; }
 GEMM_HOST_DEVICE constexpr int num_threads(const TileConfig& c) {
@@ -72,8 +80,9 @@ struct Plan {
   int config = 0;        // index into kTileConfigs
   int splits = 1;        // K split count (1: no split-K)
   int kblocks_per_split = 0;
-  int64_t m_blocks = 0, n_blocks = 0;
-  int64_t units = 0;     // m_blocks * n_blocks * splits
+  int64_t m_blocks = 0;  // in cluster rows: cluster_m adjacent BLOCK_M blocks
+  int64_t n_blocks = 0;
+  int64_t units = 0;     // m_blocks * n_blocks * splits, one unit per cluster
   int grid = 0;          // persistent CTAs = min(units, SMs)
   double cost_us = 0;
 };
@@ -88,15 +97,16 @@ inline Plan make_plan(int config, int splits, int64_t m, int64_t n, int64_t k, i
   const int64_t kblocks = cdiv(k, kBlockK);
   p.kblocks_per_split = static_cast<int>(cdiv(kblocks, splits));
   p.splits = static_cast<int>(cdiv(kblocks, p.kblocks_per_split));  // no empty splits
-  p.m_blocks = cdiv(m, c.block_m);
+  p.m_blocks = cdiv(m, static_cast<int64_t>(c.block_m) * c.cluster_m);
   p.n_blocks = cdiv(n, c.block_n);
   p.units = p.m_blocks * p.n_blocks * p.splits;
-  p.grid = static_cast<int>(std::min<int64_t>(p.units, num_sms));
-  const double waves = static_cast<double>(cdiv(p.units, num_sms));
+  const int64_t clusters = num_sms / c.cluster_m;
+  p.grid = static_cast<int>(std::min<int64_t>(p.units, clusters) * c.cluster_m);
+  const double waves = static_cast<double>(cdiv(p.units, clusters));
   const double kb = p.kblocks_per_split;
   const double compute = waves * kb * 2.0 * c.block_m * c.block_n * kBlockK / kSmFlopsPerUs *
                          (1.0 + 16.0 / c.block_n);  // narrow wgmma re-reads A more per FLOP
-  const double stream = waves * kb * stage_bytes(c) / kSmBytesPerUs;
+  const double stream = waves * kb * loaded_bytes(c) / kSmBytesPerUs;
   const double unique = static_cast<double>(m * k + n * k + m * n * out_bytes);
   const double partials = p.splits > 1 ? 2.0 * p.splits * m * n * 4 : 0.0;
   const double dram = (unique + partials) / kDramBytesPerUs;
@@ -111,7 +121,11 @@ inline Plan choose_plan(int64_t m, int64_t n, int64_t k, int num_sms, int out_by
   Plan best;
   bool have = false;
   for (int cfg = 0; cfg < kNumTileConfigs; ++cfg) {
-    const int64_t tiles = cdiv(m, kTileConfigs[cfg].block_m) * cdiv(n, kTileConfigs[cfg].block_n);
+    const TileConfig& c = kTileConfigs[cfg];
+    const int64_t m_blocks = cdiv(m, c.block_m);
+    // A cluster needs >= 2 real M blocks, else its second CTA only multiplies padding.
+    if (c.cluster_m > 1 && m_blocks < c.cluster_m) continue;
+    const int64_t tiles = m_blocks * cdiv(n, c.block_n);
     for (int s = 1; s <= kMaxSplits; ++s) {
       if (s > 1 && (kblocks < s * kMinKBlocksPerSplit || tiles * s > num_sms)) break;
       const Plan p = make_plan(cfg, s, m, n, k, num_sms, out_bytes);

@@ -140,12 +140,25 @@ template <int I>
 cudaError_t launch_config(const CUtensorMap& ta, const CUtensorMap& tb, const KernelParams& p,
                           int grid, cudaStream_t stream) {
   constexpr TileConfig c = kTileConfigs[I];
-  auto* kernel = &cuda::fp8_gemm_kernel<c.block_m, c.block_n>;
+  auto* kernel = &cuda::fp8_gemm_kernel<c.block_m, c.block_n, c.cluster_m>;
   constexpr int smem = cuda::smem_bytes(c);
   // Set on every launch: cheap, and free of first-call races across threads and devices.
-  const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (e != cudaSuccess) return e;
-  kernel<<<grid, cuda::num_threads(c), smem, stream>>>(ta, tb, p);
+  cudaLaunchAttribute cluster{};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = c.cluster_m;
+  cluster.val.clusterDim.y = 1;
+  cluster.val.clusterDim.z = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(grid);
+  config.blockDim = dim3(cuda::num_threads(c));
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  config.attrs = &cluster;
+  config.numAttrs = 1;
+  e = cudaLaunchKernelEx(&config, kernel, ta, tb, p);
+  if (e != cudaSuccess) return e;
   return cudaGetLastError();
 }
 
@@ -184,7 +197,8 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
       !err.empty()) return err;
   CUtensorMap map_a, map_b;
   if (err = encode_operand("a", a, m, k, cfg.block_m, map_a); !err.empty()) return err;
-  if (err = encode_operand("b", b, n, k, cfg.block_n, map_b); !err.empty()) return err;
+  // Each CTA of a cluster loads (and multicasts) its 1/cluster_m slice of the B tile.
+  if (err = encode_operand("b", b, n, k, cfg.block_n / cfg.cluster_m, map_b); !err.empty()) return err;
 
   KernelParams p;
   p.m = m;
