@@ -1,17 +1,24 @@
 // The gfx942 FP8 block-scaled GEMM kernel: one template, instantiated once per entry of kTiles
-// (rocm_config.h).
+// (rocm_config.h); shapes, layouts and formats are runtime parameters of the same code.
 //
 // Hardware builtins used (the CPU emulator in tests/rocm implements exactly these):
 //   __builtin_amdgcn_mfma_f32_32x32x16_fp8_fp8, __builtin_amdgcn_mfma_f32_16x16x32_fp8_fp8
-// Language builtins (not target-specific): __builtin_bit_cast; _Float16 for fp16 conversion.
-// No inline asm, no cross-lane builtins, no buffer loads: bounds are explicit predicates on plain
-// 16-byte loads (see load_chunk), which the emulator executes unchanged.
+// Language features (not target builtins): __builtin_bit_cast, _Float16 (fp16 output), clang
+// ext_vector_type vectors (uint32 x4, float x4/x16, uint8 x1/2/4/8 row pieces), byte-level
+// reinterpret_cast of __shared__ arrays. No inline asm, no cross-lane builtins, no buffer loads:
+// out-of-range rows/chunks read a clamped valid address and are zeroed by selects (see load_chunk,
+// keep_bytes), so the emulator executes the bounds logic unchanged. clang-19 accepts the buffer-load
+// builtins for gfx942, but a wave-uniform buffer resource cannot bound a strided row's K tail, so the
+// masks would be needed anyway.
 //
-// Per workgroup: a BlockM x BlockN tile of C over the K blocks of one split. Per 128-K stage:
-//   global (16-byte loads, e4m3fn folded to fnuz in registers) -> LDS (XOR swizzle, 2 stages)
-//   -> MFMA into a zeroed fp32 partial -> acc += partial * As[row] * Bs (promotion once per block).
-// Operands are K-major: lane l of an MFMA reads 8 K-consecutive bytes of one row (cdna3 layout),
-// so A [M, K] and B [N, K] rows are staged row by row, 128 bytes each.
+// Per workgroup: a BlockM x BlockN tile of C over the K blocks of one split. Per 128-K stage (one
+// scale block):
+//   global (16-byte loads; M/N-major operands transposed in registers; e4m3fn folded to fnuz)
+//   -> LDS (K-major rows of 128 bytes, XOR swizzle, 2 stages: the next stage loads during the MFMAs)
+//   -> MFMAs into a zeroed fp32 partial -> acc += partial * As[row] * Bs (promotion once per block).
+// An MFMA lane reads 8 K-consecutive bytes of one row (cdna3_mfma_layout.h); each lane reads 16 bytes
+// per LDS access and feeds the low 8 to MFMA step 2p and the high 8 to step 2p+1. That permutes K
+// inside the block identically for A and B, which leaves the block's dot products unchanged.
 #pragma once
 
 #include <hip/hip_runtime.h>
@@ -234,10 +241,10 @@ struct TileCoord {
   int m, n;
 };
 __device__ __forceinline__ TileCoord swizzle_tile(int id, int tiles_m, int tiles_n, int group_m) {
-  const int per_group = group_m * tiles_n;
-  const int first_m = (id / per_group) * group_m;
+  const int64_t per_group = static_cast<int64_t>(group_m) * tiles_n;  // may exceed int for a 1-row grid
+  const int first_m = static_cast<int>(id / per_group) * group_m;
   const int rows = tiles_m - first_m < group_m ? tiles_m - first_m : group_m;
-  const int in_group = id % per_group;
+  const int in_group = static_cast<int>(id % per_group);
   return {first_m + in_group % rows, in_group / rows};
 }
 
