@@ -1,0 +1,34 @@
+"""Test shapes for the CUDA sm_90a backend.
+
+CONFIG_SHAPES must make gemm/cuda/gemm_heuristics.h pick every row of kTileConfigs at least once
+(test_cuda_heuristics.py checks that on the CPU, no GPU needed), including split-K plans, so the
+GPU tests run every kernel instantiation the package ships. Values are (m, n, k) for an H200 (132 SMs).
+"""
+
+H200_SMS = 132
+
+CONFIG_SHAPES = [
+    (64, 2112, 7168),
+    (64, 576, 7168),
+    (64, 24576, 1536),
+    (64, 32768, 512),
+    (128, 2112, 7168),
+    (128, 7168, 2048),
+    (128, 24576, 1536),
+    (1024, 1536, 7168),
+    (1024, 4096, 512),
+    (4096, 2112, 7168),
+    (4096, 7168, 2048),
+    (6144, 4096, 512),
+    (1024, 576, 7168),
+]
+
+# Ragged shapes: M, N, K not multiples of the tiles or of 128, K % 16 != 0 (repack path).
+RAGGED_SHAPES = [
+    (1, 8, 16),
+    (7, 192, 7168),
+    (83, 576, 3884),
+    (129, 320, 1152),
+    (300, 2112, 1000),
+    (1030, 8224, 576),
+]
