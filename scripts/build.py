@@ -12,6 +12,8 @@ when their command or one of the files their dependency file lists has changed.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -396,21 +398,40 @@ def metadata(config: dict, ops_id: str, facts: dict) -> dict:
 
 
 def assemble(root: Path, variant_dir: Path, library: Path, ops_id: str, meta: dict) -> None:
-    """Recreates the variant directory so no stale module or extension survives."""
-    if variant_dir.exists():
-        shutil.rmtree(variant_dir)
-    variant_dir.mkdir(parents=True)
+    """Lays the variant out in a staging directory, then swaps it in: a test run in the shared tree
+    never sees a half-written variant, and no stale module or extension survives."""
     python_root = root / PYTHON_SOURCES
-    python_files = sorted(python_root.rglob("*.py"))
     if not (python_root / "__init__.py").is_file():
         raise BuildError(f"{python_root / '__init__.py'} is missing: the kernel needs a Python package")
-    for source in python_files:
-        target = variant_dir / source.relative_to(python_root)
+    staging, retired = library.parent / "staging", library.parent / "retired"
+    for leftover in (staging, retired):
+        if leftover.exists():
+            shutil.rmtree(leftover)
+    staging.mkdir()
+    for source in sorted(python_root.rglob("*.py")):
+        target = staging / source.relative_to(python_root)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(source, target)
-    (variant_dir / "_ops.py").write_text(OPS_PY.format(ops_id=ops_id))
-    shutil.copy2(library, variant_dir / library.name)
-    (variant_dir / "metadata.json").write_text(json.dumps(meta, indent=2) + "\n")
+    (staging / "_ops.py").write_text(OPS_PY.format(ops_id=ops_id))
+    shutil.copy2(library, staging / library.name)
+    (staging / "metadata.json").write_text(json.dumps(meta, indent=2) + "\n")
+    if variant_dir.exists():
+        variant_dir.rename(retired)
+    staging.rename(variant_dir)
+    if retired.exists():
+        shutil.rmtree(retired)
+
+
+@contextlib.contextmanager
+def exclusive(lock_path: Path):
+    """Serializes builds of one variant: engineers share the working tree."""
+    with open(lock_path, "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"waiting for another build holding {lock_path}", file=sys.stderr)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def build(root: Path, backend_override: str | None, jobs: int) -> Path:
@@ -422,6 +443,12 @@ def build(root: Path, backend_override: str | None, jobs: int) -> Path:
     obj_dir = root / "build" / ".obj" / facts["variant"]
     generated = obj_dir / "generated"
     generated.mkdir(parents=True, exist_ok=True)
+    with exclusive(obj_dir.parent / f"{facts['variant']}.lock"):
+        return build_locked(root, config, facts, ops_id, obj_dir, jobs)
+
+
+def build_locked(root: Path, config: dict, facts: dict, ops_id: str, obj_dir: Path, jobs: int) -> Path:
+    generated = obj_dir / "generated"
     registration = generated / "registration.h"
     if not registration.is_file() or registration.read_text() != REGISTRATION_H:
         registration.write_text(REGISTRATION_H)
