@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import json
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -244,7 +245,8 @@ def device_code_archs(library: Path, backend: str) -> set[str]:
         if cuobjdump is None:
             pytest.skip("cuobjdump not installed: cannot list the sm_ code in the CUDA build")
         listing = subprocess.run([cuobjdump, "--list-elf", str(library)], capture_output=True, text=True).stdout
-        return {f"{w[3]}.{w[4:]}" for w in listing.replace(".", " ").split() if w.startswith("sm_")}
+        # "ELF file 1: <name>.1.sm_90a.cubin" -> "9.0a" (the last digit is the minor version)
+        return {f"{major}.{minor}{suffix}" for major, minor, suffix in re.findall(r"\bsm_(\d+)(\d)([af]?)\b", listing)}
     # HIP offload bundles name each code object "hipv4-amdgcn-amd-amdhsa--<arch>" in plain text.
     data = library.read_bytes()
     return {arch for arch in KERNEL_BUILDER_ROCM_ARCHS if f"amdgcn-amd-amdhsa--{arch}".encode() in data}
