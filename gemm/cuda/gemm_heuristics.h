@@ -31,6 +31,13 @@ inline constexpr TileConfig kTileConfigs[] = {
     {128, 112, 2}, {128, 128, 2}, {128, 144, 2}, {128, 160, 2},
 };
 constexpr int kMaxClusterM = 2;
+// First row with a cluster: the launcher asks the driver how many such clusters fit at once.
+constexpr int first_cluster_config() {
+  for (int i = 0; i < static_cast<int>(sizeof(kTileConfigs) / sizeof(kTileConfigs[0])); ++i) {
+    if (kTileConfigs[i].cluster_m > 1) return i;
+  }
+  return -1;
+}
 inline constexpr int kNumTileConfigs = sizeof(kTileConfigs) / sizeof(kTileConfigs[0]);
 
 constexpr int kMaxStages = 8;
@@ -89,7 +96,13 @@ struct Plan {
 
 GEMM_HOST_DEVICE constexpr int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-inline Plan make_plan(int config, int splits, int64_t m, int64_t n, int64_t k, int num_sms,
+// What the persistent grid can keep resident at once on the current device.
+struct GpuSlots {
+  int num_sms = 0;
+  int max_clusters = 0;  // co-resident kMaxClusterM-CTA clusters (GPC-limited, can be < SMs / 2)
+};
+
+inline Plan make_plan(int config, int splits, int64_t m, int64_t n, int64_t k, const GpuSlots& gpu,
                       int out_bytes) {
   const TileConfig& c = kTileConfigs[config];
   Plan p;
@@ -100,7 +113,7 @@ inline Plan make_plan(int config, int splits, int64_t m, int64_t n, int64_t k, i
   p.m_blocks = cdiv(m, static_cast<int64_t>(c.block_m) * c.cluster_m);
   p.n_blocks = cdiv(n, c.block_n);
   p.units = p.m_blocks * p.n_blocks * p.splits;
-  const int64_t clusters = num_sms / c.cluster_m;
+  const int64_t clusters = c.cluster_m > 1 ? gpu.max_clusters : gpu.num_sms;
   p.grid = static_cast<int>(std::min<int64_t>(p.units, clusters) * c.cluster_m);
   const double waves = static_cast<double>(cdiv(p.units, clusters));
   const double kb = p.kblocks_per_split;
@@ -116,7 +129,7 @@ inline Plan make_plan(int config, int splits, int64_t m, int64_t n, int64_t k, i
 }
 
 // The cheapest plan under the model; ties keep the earlier (smaller) config and fewer splits.
-inline Plan choose_plan(int64_t m, int64_t n, int64_t k, int num_sms, int out_bytes) {
+inline Plan choose_plan(int64_t m, int64_t n, int64_t k, const GpuSlots& gpu, int out_bytes) {
   const int64_t kblocks = cdiv(k, kBlockK);
   Plan best;
   bool have = false;
@@ -127,8 +140,8 @@ inline Plan choose_plan(int64_t m, int64_t n, int64_t k, int num_sms, int out_by
     if (c.cluster_m > 1 && m_blocks < c.cluster_m) continue;
     const int64_t tiles = m_blocks * cdiv(n, c.block_n);
     for (int s = 1; s <= kMaxSplits; ++s) {
-      if (s > 1 && (kblocks < s * kMinKBlocksPerSplit || tiles * s > num_sms)) break;
-      const Plan p = make_plan(cfg, s, m, n, k, num_sms, out_bytes);
+      if (s > 1 && (kblocks < s * kMinKBlocksPerSplit || tiles * s > gpu.num_sms)) break;
+      const Plan p = make_plan(cfg, s, m, n, k, gpu, out_bytes);
       if (!have || p.cost_us < best.cost_us * 0.999) {
         best = p;
         have = true;

@@ -35,22 +35,6 @@ std::string cuda_error(const char* what, cudaError_t err) {
   return std::string("gemm (CUDA): ") + what + " failed: " + cudaGetErrorString(err);
 }
 
-// Multiprocessor count read once per device index (benign race: every writer stores the same value).
-int sm_count(int device, std::string& err) {
-  static std::atomic<int> cache[kMaxDevices] = {};
-  if (device >= 0 && device < kMaxDevices) {
-    if (const int v = cache[device].load(std::memory_order_relaxed)) return v;
-  }
-  int v = 0;
-  const cudaError_t e = cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, device);
-  if (e != cudaSuccess) {
-    err = cuda_error("cudaDeviceGetAttribute(MultiProcessorCount)", e);
-    return 0;
-  }
-  if (device >= 0 && device < kMaxDevices) cache[device].store(v, std::memory_order_relaxed);
-  return v;
-}
-
 using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
                                    const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
                                    const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
@@ -137,6 +121,23 @@ using ConfigLauncher = cudaError_t (*)(const CUtensorMap&, const CUtensorMap&, c
                                        int grid, cudaStream_t);
 
 template <int I>
+cudaLaunchConfig_t launch_config_for(int grid, cudaStream_t stream, cudaLaunchAttribute& cluster) {
+  constexpr TileConfig c = kTileConfigs[I];
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = c.cluster_m;
+  cluster.val.clusterDim.y = 1;
+  cluster.val.clusterDim.z = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(grid);
+  config.blockDim = dim3(cuda::num_threads(c));
+  config.dynamicSmemBytes = cuda::smem_bytes(c);
+  config.stream = stream;
+  config.attrs = &cluster;
+  config.numAttrs = 1;
+  return config;
+}
+
+template <int I>
 cudaError_t launch_config(const CUtensorMap& ta, const CUtensorMap& tb, const KernelParams& p,
                           int grid, cudaStream_t stream) {
   constexpr TileConfig c = kTileConfigs[I];
@@ -146,17 +147,7 @@ cudaError_t launch_config(const CUtensorMap& ta, const CUtensorMap& tb, const Ke
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (e != cudaSuccess) return e;
   cudaLaunchAttribute cluster{};
-  cluster.id = cudaLaunchAttributeClusterDimension;
-  cluster.val.clusterDim.x = c.cluster_m;
-  cluster.val.clusterDim.y = 1;
-  cluster.val.clusterDim.z = 1;
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(grid);
-  config.blockDim = dim3(cuda::num_threads(c));
-  config.dynamicSmemBytes = smem;
-  config.stream = stream;
-  config.attrs = &cluster;
-  config.numAttrs = 1;
+  const cudaLaunchConfig_t config = launch_config_for<I>(grid, stream, cluster);
   e = cudaLaunchKernelEx(&config, kernel, ta, tb, p);
   if (e != cudaSuccess) return e;
   return cudaGetLastError();
@@ -170,9 +161,55 @@ constexpr auto kLaunchers = make_launchers(std::make_index_sequence<cuda::kNumTi
 
 int out_bytes(OutFormat f) { return f == OutFormat::kFP32 ? 4 : 2; }
 
+// How many clusters of the first cluster config fit at once (all cluster configs use ~all of an
+// SM's shared memory, so one CTA per SM; GPC sizes decide how many pairs fit).
+cudaError_t query_max_clusters(int& clusters) {
+  constexpr int I = cuda::first_cluster_config();
+  static_assert(I >= 0, "the tile table has no cluster config");
+  constexpr TileConfig c = kTileConfigs[I];
+  auto* kernel = &cuda::fp8_gemm_kernel<c.block_m, c.block_n, c.cluster_m>;
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       cuda::smem_bytes(c));
+  if (e != cudaSuccess) return e;
+  cudaLaunchAttribute cluster{};
+  const cudaLaunchConfig_t config = launch_config_for<I>(c.cluster_m, nullptr, cluster);
+  return cudaOccupancyMaxActiveClusters(&clusters, kernel, &config);
+}
+
+
 }  // namespace
 
 namespace cuda {
+
+// Multiprocessor count and co-resident cluster count, read once per device index (benign race:
+// every writer stores the same values).
+std::string query_gpu_slots(int device, GpuSlots& slots) {
+  static std::atomic<int> sms_cache[kMaxDevices] = {};
+  static std::atomic<int> clusters_cache[kMaxDevices] = {};
+  const bool cached = device >= 0 && device < kMaxDevices;
+  if (cached && sms_cache[device].load(std::memory_order_relaxed) != 0) {
+    slots.num_sms = sms_cache[device].load(std::memory_order_relaxed);
+    slots.max_clusters = clusters_cache[device].load(std::memory_order_relaxed);
+    return {};
+  }
+  if (const cudaError_t e = cudaDeviceGetAttribute(&slots.num_sms, cudaDevAttrMultiProcessorCount, device);
+      e != cudaSuccess) {
+    return cuda_error("cudaDeviceGetAttribute(MultiProcessorCount)", e);
+  }
+  if (const cudaError_t e = query_max_clusters(slots.max_clusters); e != cudaSuccess) {
+    return cuda_error("cudaOccupancyMaxActiveClusters", e);
+  }
+  if (slots.num_sms < 1 || slots.max_clusters < 1) {
+    return "gemm (CUDA): device " + std::to_string(device) + " reports " +
+           std::to_string(slots.num_sms) + " SMs and room for " + std::to_string(slots.max_clusters) +
+           " 2-CTA clusters of the GEMM kernel (expected >= 1 each)";
+  }
+  if (cached) {
+    clusters_cache[device].store(slots.max_clusters, std::memory_order_relaxed);
+    sms_cache[device].store(slots.num_sms, std::memory_order_relaxed);
+  }
+  return {};
+}
 
 std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, void* stream_ptr,
                              const Plan& plan) {
@@ -271,10 +308,9 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
 std::string gemm_launch(const GemmArgs& args, const Workspace& workspace, void* stream) {
   int device = 0;
   if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return cuda_error("cudaGetDevice", e);
-  std::string err;
-  const int num_sms = sm_count(device, err);
-  if (num_sms == 0) return err;
-  const Plan plan = cuda::choose_plan(args.m, args.n, args.k, num_sms, out_bytes(args.c_format));
+  cuda::GpuSlots gpu;
+  if (std::string err = cuda::query_gpu_slots(device, gpu); !err.empty()) return err;
+  const Plan plan = cuda::choose_plan(args.m, args.n, args.k, gpu, out_bytes(args.c_format));
   return cuda::launch_with_plan(args, workspace, stream, plan);
 }
 
