@@ -70,6 +70,7 @@ constexpr int kWaveSize = gemm::cdna3::kWaveSize;
 // A barrier nobody completes for this long is a kernel bug (a thread skipped __syncthreads or a lane
 // skipped a wave-uniform builtin); the emulator reports it instead of hanging the test run.
 inline std::atomic<int> deadlock_timeout_ms{60000};
+inline std::atomic<int64_t> launch_count{0};  // grids run, for tests that count kernels per GEMM
 
 // ---- errors and faults ----
 struct ErrorState {
@@ -242,6 +243,7 @@ void launch(void (*kernel)(Params...), dim3 grid, dim3 block, uint32_t dynamic_l
     return;
   }
   const std::tuple<std::remove_cvref_t<Params>...> params(std::forward<Args>(args)...);
+  ++launch_count;
   const int n = static_cast<int>(threads);
   for (uint32_t bz = 0; bz < grid.z; ++bz)
     for (uint32_t by = 0; by < grid.y; ++by)

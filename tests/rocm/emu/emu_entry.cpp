@@ -1,0 +1,130 @@
+// Entry TU of the gfx942 emulation: the real ROCm launcher (gemm/gemm_launcher.hip, compiled as C++
+// against tests/rocm/emu/include/hip/hip_runtime.h) behind a C ABI for ctypes
+// (tests/rocm/emu/emu_gemm.py mirrors EmuGemmArgs and EmuStats).
+#include "gemm/gemm_launcher.hip"
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+// gemm::GemmArgs with every field widened to 8 bytes, so the ctypes mirror has no padding rules.
+struct EmuGemmArgs {
+  int64_t m, n, k;
+  const void* a;
+  int64_t a_stride_m, a_stride_k;
+  const void* b;
+  int64_t b_stride_n, b_stride_k;
+  const float* a_scale;
+  int64_t a_scale_stride_m, a_scale_stride_k;
+  const float* b_scale;
+  int64_t b_scale_stride_n, b_scale_stride_k;
+  void* c;
+  int64_t c_stride_m, c_stride_n;
+  int64_t a_format, b_format, c_format;
+};
+
+struct EmuStats {
+  int64_t workspace_requests;
+  int64_t workspace_bytes;
+  int64_t launches;
+};
+
+gemm::GemmArgs to_gemm_args(const EmuGemmArgs& e) {
+  gemm::GemmArgs g;
+  g.m = e.m, g.n = e.n, g.k = e.k;
+  g.a = e.a, g.a_stride_m = e.a_stride_m, g.a_stride_k = e.a_stride_k;
+  g.b = e.b, g.b_stride_n = e.b_stride_n, g.b_stride_k = e.b_stride_k;
+  g.a_scale = e.a_scale, g.a_scale_stride_m = e.a_scale_stride_m, g.a_scale_stride_k = e.a_scale_stride_k;
+  g.b_scale = e.b_scale, g.b_scale_stride_n = e.b_scale_stride_n, g.b_scale_stride_k = e.b_scale_stride_k;
+  g.c = e.c, g.c_stride_m = e.c_stride_m, g.c_stride_n = e.c_stride_n;
+  g.a_format = static_cast<gemm::Fp8Format>(e.a_format);
+  g.b_format = static_cast<gemm::Fp8Format>(e.b_format);
+  g.c_format = static_cast<gemm::OutFormat>(e.c_format);
+  return g;
+}
+
+// malloc-backed stand-in for the torch caching allocator. Fresh workspace is filled with 0xFF bytes
+// (fp32 NaN) so that a kernel reading scratch it never wrote shows NaN instead of lucky zeros.
+constexpr int kWorkspacePoisonByte = 0xFF;
+struct HostWorkspace {
+  std::vector<void*> blocks;
+  EmuStats* stats;
+  static void* allocate(void* context, size_t bytes) {
+    auto* self = static_cast<HostWorkspace*>(context);
+    void* p = std::malloc(bytes);
+    if (p == nullptr) return nullptr;
+    std::memset(p, kWorkspacePoisonByte, bytes);
+    self->blocks.push_back(p);
+    self->stats->workspace_requests += 1;
+    self->stats->workspace_bytes += static_cast<int64_t>(bytes);
+    return p;
+  }
+  ~HostWorkspace() {
+    for (void* p : blocks) std::free(p);  // launches are synchronous here: the work is done
+  }
+};
+
+void copy_error(const std::string& text, char* err, int err_len) { std::snprintf(err, err_len, "%s", text.c_str()); }
+
+const gemm::rocm::TileShape& tile_of(const gemm::rocm::RocmConfig& c) { return gemm::rocm::kTiles[c.tile]; }
+
+}  // namespace
+
+extern "C" {
+
+int emu_num_configs() { return static_cast<int>(gemm::rocm::all_configs().size()); }
+
+// Fields of test config `index`: tile, split_k, group_m, block_m, block_n, threads, mfma_m.
+int emu_config(int index, int64_t* out) {
+  const auto configs = gemm::rocm::all_configs();
+  if (index < 0 || index >= static_cast<int>(configs.size())) return 1;
+  const auto& c = configs[index];
+  const int64_t fields[] = {c.tile, c.split_k, c.group_m, tile_of(c).block_m, tile_of(c).block_n,
+                            tile_of(c).threads(), tile_of(c).mfma_m()};
+  std::memcpy(out, fields, sizeof(fields));
+  return 0;
+}
+
+// The heuristic's choice for these args on `cu_count` CUs: tile, split_k, group_m.
+void emu_select_config(const EmuGemmArgs* args, int cu_count, int64_t* out) {
+  const auto c = gemm::rocm::select_config(to_gemm_args(*args), cu_count);
+  out[0] = c.tile, out[1] = c.split_k, out[2] = c.group_m;
+}
+
+// config_index < 0: gemm::gemm_launch (the heuristic); else launch_with_config(all_configs()[index]).
+// Returns 0 on success; the launcher's error (or the emulator's fault) goes to `err`.
+int emu_gemm(const EmuGemmArgs* args, int config_index, EmuStats* stats, char* err, int err_len) {
+  hip_emu::reset_faults();
+  *stats = EmuStats{};
+  const int64_t launches_before = hip_emu::launch_count.load();
+  std::string result;
+  {
+    HostWorkspace host{{}, stats};
+    const gemm::Workspace workspace{&HostWorkspace::allocate, &host};
+    const gemm::GemmArgs gemm_args = to_gemm_args(*args);
+    if (config_index < 0) {
+      result = gemm::gemm_launch(gemm_args, workspace, nullptr);
+    } else {
+      const auto configs = gemm::rocm::all_configs();
+      if (config_index >= static_cast<int>(configs.size())) {
+        copy_error("config index out of range: " + std::to_string(config_index), err, err_len);
+        return 1;
+      }
+      result = gemm::rocm::launch_with_config(gemm_args, configs[config_index], workspace, nullptr);
+    }
+  }
+  stats->launches = hip_emu::launch_count.load() - launches_before;
+  // A fault the launcher did not see (it checks hipGetLastError only after launches) still fails.
+  const std::string fault = hip_emu::fault_text();
+  if (result.empty() && !fault.empty()) result = "emulator fault: " + fault;
+  hip_emu::reset_faults();
+  copy_error(result, err, err_len);
+  return result.empty() ? 0 : 1;
+}
+
+void emu_set_deadlock_timeout_ms(int ms) { hip_emu::deadlock_timeout_ms = ms; }
+
+}  // extern "C"

@@ -1,0 +1,133 @@
+"""ctypes side of tests/rocm/emu/emu_entry.cpp: run the emulated ROCm GEMM on torch CPU tensors, plus an
+fp64 reference and the operand/scale generators the emulation tests share."""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+
+import torch
+
+BLOCK = 128  # kScaleBlockK == kScaleBlockN (gemm/gemm_launcher.h)
+FP8_FORMAT = {torch.float8_e4m3fn: 0, torch.float8_e4m3fnuz: 1}
+OUT_FORMAT = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2}
+ERR_LEN = 2048
+
+
+class EmuGemmArgs(ctypes.Structure):
+    _fields_ = [(name, t) for name, t in (
+        ("m", ctypes.c_int64), ("n", ctypes.c_int64), ("k", ctypes.c_int64),
+        ("a", ctypes.c_void_p), ("a_stride_m", ctypes.c_int64), ("a_stride_k", ctypes.c_int64),
+        ("b", ctypes.c_void_p), ("b_stride_n", ctypes.c_int64), ("b_stride_k", ctypes.c_int64),
+        ("a_scale", ctypes.c_void_p), ("a_scale_stride_m", ctypes.c_int64), ("a_scale_stride_k", ctypes.c_int64),
+        ("b_scale", ctypes.c_void_p), ("b_scale_stride_n", ctypes.c_int64), ("b_scale_stride_k", ctypes.c_int64),
+        ("c", ctypes.c_void_p), ("c_stride_m", ctypes.c_int64), ("c_stride_n", ctypes.c_int64),
+        ("a_format", ctypes.c_int64), ("b_format", ctypes.c_int64), ("c_format", ctypes.c_int64),
+    )]
+
+
+class EmuStats(ctypes.Structure):
+    _fields_ = [("workspace_requests", ctypes.c_int64), ("workspace_bytes", ctypes.c_int64),
+                ("launches", ctypes.c_int64)]
+
+
+@dataclass
+class Config:
+    index: int
+    tile: int
+    split_k: int
+    group_m: int
+    block_m: int
+    block_n: int
+    threads: int
+    mfma_m: int
+
+
+def configs(lib) -> list[Config]:
+    out = []
+    for i in range(lib.emu_num_configs()):
+        fields = (ctypes.c_int64 * 7)()
+        assert lib.emu_config(i, fields) == 0
+        out.append(Config(i, *fields))
+    return out
+
+
+def make_args(a, b, a_scale, b_scale, c) -> EmuGemmArgs:
+    m, k = a.shape
+    n = b.shape[0]
+    return EmuGemmArgs(
+        m, n, k,
+        a.data_ptr(), a.stride(0), a.stride(1),
+        b.data_ptr(), b.stride(0), b.stride(1),
+        a_scale.data_ptr(), a_scale.stride(0), a_scale.stride(1),
+        b_scale.data_ptr(), b_scale.stride(0), b_scale.stride(1),
+        c.data_ptr(), c.stride(0), c.stride(1),
+        FP8_FORMAT[a.dtype], FP8_FORMAT[b.dtype], OUT_FORMAT[c.dtype])
+
+
+def run(lib, a, b, a_scale, b_scale, c, config_index: int = -1) -> tuple[str, EmuStats]:
+    """Runs the emulated launcher into `c` (config_index < 0: the heuristic). Returns (error, stats)."""
+    args = make_args(a, b, a_scale, b_scale, c)
+    stats = EmuStats()
+    err = ctypes.create_string_buffer(ERR_LEN)
+    rc = lib.emu_gemm(ctypes.byref(args), config_index, ctypes.byref(stats), err, ERR_LEN)
+    message = err.value.decode()
+    assert (rc == 0) == (message == ""), (rc, message)
+    return message, stats
+
+
+def select(lib, a, b, a_scale, b_scale, c, cu_count: int = 304) -> tuple[int, int, int]:
+    out = (ctypes.c_int64 * 3)()
+    lib.emu_select_config(ctypes.byref(make_args(a, b, a_scale, b_scale, c)), cu_count, out)
+    return tuple(out)
+
+
+# ---- data ---------------------------------------------------------------------------------------
+def fp8_operand(g: torch.Generator, rows: int, k: int, dtype, layout: str) -> torch.Tensor:
+    """[rows, k] FP8 values of randn (so NaN never occurs), in the requested memory layout:
+    'k_major' (strides (k, 1)), 'mn_major' (strides (1, rows): the AMD challenge layout),
+    'padded' (K-major rows of k + 32 bytes), 'strided' (every other byte along K: neither major)."""
+    values = torch.randn(rows, k, generator=g).to(dtype)
+    if layout == "k_major":
+        return values.contiguous()
+    if layout == "mn_major":
+        return values.t().contiguous().t()
+    if layout == "padded":
+        return torch.zeros(rows, k + 32, dtype=dtype)[:, :k].copy_(values)
+    if layout == "strided":
+        return torch.zeros(rows, 2 * k, dtype=dtype)[:, ::2].copy_(values)
+    raise ValueError(layout)
+
+
+def block_scales(g: torch.Generator, rows: int, cols: int, transposed: bool = False) -> torch.Tensor:
+    """Distinct random per-block scales in +-[0.25, 1.25), about half negative; optionally stored
+    column-major (strides (1, rows))."""
+    magnitude = 0.25 + torch.rand(rows, cols, generator=g)
+    sign = torch.where(torch.rand(rows, cols, generator=g) < 0.5, -1.0, 1.0)
+    scales = (magnitude * sign).float()
+    return scales.t().contiguous().t() if transposed else scales
+
+
+def dequantize(x: torch.Tensor, scales: torch.Tensor, row_block: int) -> torch.Tensor:
+    """fp64 values of x [rows, k] times their block scale (row block `row_block`, K block 128)."""
+    rows, k = x.shape
+    s = scales.double().repeat_interleave(row_block, 0)[:rows].repeat_interleave(BLOCK, 1)[:, :k]
+    return x.double() * s
+
+
+def reference(a, b, a_scale, b_scale) -> tuple[torch.Tensor, torch.Tensor]:
+    """(C, bound): the exact fp64 product and sum |products|, the scale of fp32 accumulation error."""
+    a_deq, b_deq = dequantize(a, a_scale, 1), dequantize(b, b_scale, BLOCK)
+    return a_deq @ b_deq.t(), a_deq.abs() @ b_deq.abs().t()
+
+
+# Output rounding (half an ulp, relative) per format, plus an fp32 accumulation allowance of the
+# absolute-product sum; a kernel that drops a K block, a scale or a lane is orders of magnitude off.
+ROUNDING = {torch.float32: 2.0**-24, torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11}
+ACCUMULATION = 2e-6
+
+
+def mismatches(c: torch.Tensor, ref: torch.Tensor, bound: torch.Tensor) -> torch.Tensor:
+    """Boolean [m, n]: where c is outside rounding(format) * |ref| + ACCUMULATION * bound."""
+    tolerance = ROUNDING[c.dtype] * ref.abs() + ACCUMULATION * bound + 1e-30
+    return ~((c.double() - ref).abs() <= tolerance)

@@ -1,0 +1,199 @@
+"""The gfx942 GEMM (gemm/gemm_launcher.hip and its kernels) executed on the CPU emulator and compared
+with an fp64 reference: every tile config, split-K, ragged M/N/K, K-major / M,N-major / padded /
+strided operands, e4m3fnuz and e4m3fn (folded) inputs, bf16/fp16/fp32 outputs, distinct signed
+per-block scales, determinism, and a deliberately wrong lane map that must fail."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "emu"))
+import emu_gemm as E  # noqa: E402
+
+pytestmark = pytest.mark.rocm_emu
+
+FNUZ, FN = torch.float8_e4m3fnuz, torch.float8_e4m3fn
+
+
+@pytest.fixture(scope="module")
+def lib(gemm_libs):
+    return gemm_libs["gemm"]
+
+
+@pytest.fixture(scope="module")
+def configs(lib):
+    found = E.configs(lib)
+    assert found, "the launcher exposes no test configs"
+    return found
+
+
+def problem(seed, m, n, k, a_dtype=FNUZ, b_dtype=FNUZ, a_layout="k_major", b_layout="k_major",
+            scales_transposed=False):
+    g = torch.Generator().manual_seed(seed)
+    a = E.fp8_operand(g, m, k, a_dtype, a_layout)
+    b = E.fp8_operand(g, n, k, b_dtype, b_layout)
+    kb = -(-k // E.BLOCK)
+    a_scale = E.block_scales(g, m, kb, scales_transposed)
+    b_scale = E.block_scales(g, -(-n // E.BLOCK), kb, scales_transposed)
+    return a, b, a_scale, b_scale
+
+
+def check(lib, a, b, a_scale, b_scale, out_dtype=torch.bfloat16, config_index=-1, c=None):
+    """Runs the emulated GEMM into a NaN-filled C and asserts it matches the reference everywhere."""
+    m, n = a.shape[0], b.shape[0]
+    if c is None:
+        c = torch.full((m, n), float("nan"), dtype=out_dtype)
+    err, stats = E.run(lib, a, b, a_scale, b_scale, c, config_index)
+    assert err == "", err
+    ref, bound = E.reference(a, b, a_scale, b_scale)
+    assert ref.abs().mean() > 1.0, "test data must give a real signal"
+    bad = E.mismatches(c, ref, bound)
+    if bad.any():
+        i, j = (int(x) for x in bad.nonzero()[0])
+        pytest.fail(f"{int(bad.sum())}/{bad.numel()} outputs wrong; first C[{i},{j}] = {float(c[i, j])}, "
+                    f"reference {float(ref[i, j])} (config {config_index}, stats {stats.launches} launches)")
+    return c, stats
+
+
+# ---- every tile configuration, split and unsplit, on a ragged problem -------------------------
+@pytest.mark.kernels_ci
+@pytest.mark.parametrize("index", range(8))
+def test_every_config_ragged(lib, configs, index):
+    if index >= len(configs):
+        pytest.fail(f"expected at least 8 test configs, the launcher has {len(configs)}")
+    cfg = configs[index]
+    # Ragged in all three: M and N cross a partial tile, K ends inside a 128 block (208 = 128 + 80:
+    # K-major rows stay 16-byte aligned, so the kernel reads them in place and masks the K edge).
+    m, n, k = cfg.block_m + 13, cfg.block_n // 2 + 9, 208 + 128 * (cfg.split_k - 1)
+    _, stats = check(lib, *problem(100 + index, m, n, k), config_index=index)
+    assert stats.launches == (2 if cfg.split_k > 1 else 1), "split-K adds exactly the reduce kernel"
+
+
+def test_all_test_configs_listed(configs):
+    tiles = {c.tile for c in configs}
+    assert len(tiles) >= 4 and {c.mfma_m for c in configs} == {16, 32}
+    assert any(c.split_k > 1 for c in configs) and any(c.split_k == 1 for c in configs)
+
+
+@pytest.mark.kernels_ci
+def test_exact_tiles_many_blocks_grouped_order(lib, configs):
+    # 3 x 4 output tiles of 64 x 64 with group_m 8 > tiles_m: one partial group.
+    index = next(c.index for c in configs if c.block_m == 64 and c.block_n == 64 and c.split_k == 1)
+    check(lib, *problem(7, 192, 256, 256), config_index=index)
+
+
+# ---- layouts -------------------------------------------------------------------------------------
+LAYOUT_CASES = [
+    # (a_layout, b_layout, m, n, k): in place when 16-byte aligned, staged through workspace otherwise
+    ("k_major", "k_major", 64, 64, 256),
+    ("mn_major", "mn_major", 96, 80, 256),    # challenge layout, rows multiple of 16: read in place
+    ("mn_major", "k_major", 50, 72, 200),     # M not a multiple of 16, K unaligned: both staged
+    ("k_major", "mn_major", 40, 48, 336),     # ragged K read in place, B transposed in registers
+    ("padded", "strided", 33, 65, 160),       # padded rows in place; byte-strided B staged
+    ("strided", "padded", 17, 130, 130),      # two N scale blocks, K just past one block
+]
+
+
+@pytest.mark.kernels_ci
+@pytest.mark.parametrize("a_layout,b_layout,m,n,k", LAYOUT_CASES)
+def test_layouts_heuristic(lib, a_layout, b_layout, m, n, k):
+    a, b, a_scale, b_scale = problem(11, m, n, k, a_layout=a_layout, b_layout=b_layout)
+    _, stats = check(lib, a, b, a_scale, b_scale)
+    staged = {"strided"}
+    if any(layout in staged for layout in (a_layout, b_layout)):
+        assert stats.workspace_requests == 1 and stats.launches >= 2, "byte-strided operands are staged"
+
+
+@pytest.mark.parametrize("a_layout,b_layout,m,n,k", LAYOUT_CASES)
+@pytest.mark.parametrize("index", [0, 6])
+def test_layouts_forced_configs(lib, configs, a_layout, b_layout, m, n, k, index):
+    check(lib, *problem(12, m, n, k, a_layout=a_layout, b_layout=b_layout), config_index=index)
+
+
+def test_transposed_scales_and_padded_c(lib):
+    a, b, a_scale, b_scale = problem(13, 70, 140, 300, scales_transposed=True)
+    sentinel = 12345.0
+    storage = torch.full((70, 160), sentinel, dtype=torch.float32)
+    c = storage[:, :140].fill_(float("nan"))
+    check(lib, a, b, a_scale, b_scale, c=c)
+    assert (storage[:, 140:] == sentinel).all(), "the kernel wrote into C's row padding"
+
+
+# ---- formats -------------------------------------------------------------------------------------
+@pytest.mark.kernels_ci
+@pytest.mark.parametrize("a_dtype,b_dtype", [(FNUZ, FNUZ), (FN, FN), (FN, FNUZ), (FNUZ, FN)],
+                         ids=["fnuz-fnuz", "fn-fn", "fn-fnuz", "fnuz-fn"])
+@pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_formats(lib, a_dtype, b_dtype, out_dtype):
+    check(lib, *problem(14, 48, 80, 256, a_dtype=a_dtype, b_dtype=b_dtype), out_dtype=out_dtype)
+
+
+def test_fn_extremes_fold(lib):
+    # e4m3fn values beyond the fnuz range (up to 448) and fn -0 (0x80, which is NaN in fnuz) must
+    # survive the fold: bytes read at half value, scale doubled, -0 read as +0.
+    g = torch.Generator().manual_seed(15)
+    a = (torch.randn(64, 256, generator=g) * 150).clamp(-448, 448).to(FN)
+    b = (torch.randn(64, 256, generator=g) * 150).clamp(-448, 448).to(FN)
+    a.view(torch.uint8)[::3, ::5] = 0x80
+    b.view(torch.uint8)[1::4, 2::7] = 0x80
+    a_scale = E.block_scales(g, 64, 2) * 1e-2
+    b_scale = E.block_scales(g, 1, 2) * 1e-2
+    check(lib, a, b, a_scale, b_scale, out_dtype=torch.float32)
+
+
+# ---- determinism -----------------------------------------------------------------------------
+@pytest.mark.kernels_ci
+@pytest.mark.parametrize("index", [-1, 4, 7], ids=["heuristic", "split2", "split4"])
+def test_bitwise_deterministic(lib, index):
+    a, b, a_scale, b_scale = problem(16, 72, 136, 520)
+    first, _ = check(lib, a, b, a_scale, b_scale, torch.float32, config_index=index)
+    second, _ = check(lib, a, b, a_scale, b_scale, torch.float32, config_index=index)
+    assert torch.equal(first.view(torch.int32), second.view(torch.int32))
+
+
+def test_split_k_matches_unsplit(lib, configs):
+    a, b, a_scale, b_scale = problem(17, 40, 64, 512)  # 4 K blocks: 4 splits of one
+    for index in (3, 7):  # same tile, 1 and 4 splits
+        assert configs[index].tile == configs[3].tile
+    unsplit, _ = check(lib, a, b, a_scale, b_scale, torch.float32, config_index=3)
+    split, stats = check(lib, a, b, a_scale, b_scale, torch.float32, config_index=7)
+    assert stats.launches == 2 and stats.workspace_bytes >= 4 * 40 * 64 * 4
+    # Different summation order, same math: close, and each is within tolerance of the reference.
+    torch.testing.assert_close(split, unsplit, rtol=1e-5, atol=1e-4)
+
+
+# ---- the heuristic path ------------------------------------------------------------------------
+def test_heuristic_picks_a_listed_tile(lib):
+    a, b, a_scale, b_scale = problem(18, 64, 64, 256)
+    c = torch.empty(64, 64, dtype=torch.bfloat16)
+    tile, split_k, group_m = E.select(lib, a, b, a_scale, b_scale, c)
+    assert 0 <= tile < 4 and split_k >= 1 and group_m >= 1
+    check(lib, a, b, a_scale, b_scale)
+
+
+# ---- the emulator catches a wrong lane layout -----------------------------------------------------
+@pytest.mark.kernels_ci
+@pytest.mark.parametrize("mfma_m", [32, 16])
+def test_wrong_lane_map_fails(gemm_libs, configs, mfma_m):
+    index = next(c.index for c in configs if c.mfma_m == mfma_m and c.split_k == 1)
+    a, b, a_scale, b_scale = problem(19, 64, 64, 256)
+    check(gemm_libs["gemm"], a, b, a_scale, b_scale, torch.float32, config_index=index)  # the same data passes
+    c = torch.full((64, 64), float("nan"), dtype=torch.float32)
+    err, _ = E.run(gemm_libs["gemm_wrong_map"], a, b, a_scale, b_scale, c, index)
+    assert err == ""
+    ref, bound = E.reference(a, b, a_scale, b_scale)
+    wrong = E.mismatches(c, ref, bound)
+    assert wrong.float().mean() > 0.5, f"wrong lane map went unnoticed ({int(wrong.sum())} mismatches)"
+
+
+# ---- refused arguments come back as messages naming the argument ---------------------------------
+def test_launcher_refusals_name_the_argument(lib):
+    a, b, a_scale, b_scale = problem(20, 32, 32, 128)
+    c = torch.zeros(32, 64, dtype=torch.bfloat16)[:, ::2]  # c_stride_n == 2
+    err, stats = E.run(lib, a, b, a_scale, b_scale, c)
+    assert "c" in err and "stride" in err and "2" in err, err
+    assert stats.launches == 0
