@@ -132,9 +132,9 @@ __device__ __forceinline__ u32x4 load_chunk(const uint8_t* base, int64_t offset)
 }
 
 // Keeps the first `valid` bytes of a chunk (all when valid >= 16, none when valid <= 0), zeroes the
-// rest: the ragged edge of K (K-major chunks) or of the rows (M/N-major chunks). A chunk that starts
-// inside the tensor may read up to 15 bytes past its last element; they lie in the same
-// 16-byte-aligned granule, hence the same page, and are zeroed here.
+// rest: the ragged K edge of a K-major row. A chunk that starts inside the tensor may read up to 15
+// bytes past its last element (K-major: past K; M/N-major: past the last row); they lie in the same
+// 16-byte-aligned granule, hence the same page.
 __device__ __forceinline__ u32x4 keep_bytes(u32x4 v, int64_t valid) {
   constexpr int kWordBytes = 4;
   for (int word = 0; word < kChunkBytes / kWordBytes; ++word) {
@@ -181,6 +181,10 @@ __device__ __forceinline__ int lds_index(int row, int chunk) {
 // K-major: thread t owns 16-byte chunks t, t + kThreads, ... (row = chunk / 8): one LDS write each.
 // M/N-major: thread t owns kLoads K-consecutive columns of 16 consecutive rows; the register
 // transpose turns them into 16 row pieces of kLoads bytes, one LDS write each.
+// load() only issues the global loads (addresses clamped into the tensor); everything that consumes
+// the data (K-edge zeroing, fn folding, transpose) runs in store(), after the current stage's MFMAs,
+// so the loads stay in flight meanwhile. Rows past the end are not zeroed: a row of A (B) only reaches
+// the same row (column) of C, which the epilogue never writes.
 template <int kRows, int kThreads>
 struct OperandStager {
   static constexpr int kLoads = kRows * kChunksPerRow / kThreads;
@@ -197,29 +201,29 @@ struct OperandStager {
       const int64_t safe_row = row < op.rows ? row : (op.rows - 1) / kChunkBytes * kChunkBytes;
       for (int i = 0; i < kLoads; ++i) {
         const int64_t col = k0 + (tid / kRowGroups) * kLoads + i;
-        const u32x4 v = load_chunk(op.data, (col < k ? col : k - 1) * op.stride + safe_row);
-        chunk[i] = col < k ? v : u32x4{0u, 0u, 0u, 0u};
+        chunk[i] = load_chunk(op.data, (col < k ? col : k - 1) * op.stride + safe_row);
       }
-      if (row0 + kRows > op.rows)  // the tile crosses the last row: a uniform branch
-        for (int i = 0; i < kLoads; ++i) chunk[i] = keep_bytes(chunk[i], op.rows - row);
     } else {
       const int64_t last_chunk = (k - 1) / kChunkBytes * kChunkBytes;
       for (int i = 0; i < kLoads; ++i) {
         const int c = tid + i * kThreads;
         const int64_t row = row0 + c / kChunksPerRow, col = k0 + (c % kChunksPerRow) * kChunkBytes;
-        const u32x4 v = load_chunk(op.data, (row < op.rows ? row : op.rows - 1) * op.stride + (col < k ? col : last_chunk));
-        chunk[i] = row < op.rows ? v : u32x4{0u, 0u, 0u, 0u};
+        chunk[i] = load_chunk(op.data, (row < op.rows ? row : op.rows - 1) * op.stride + (col < k ? col : last_chunk));
       }
-      if (k0 + kBlockK > k)  // the ragged K block: a uniform branch
-        for (int i = 0; i < kLoads; ++i)
-          chunk[i] = keep_bytes(chunk[i], k - (k0 + ((tid + i * kThreads) % kChunksPerRow) * kChunkBytes));
+    }
+  }
+
+  __device__ __forceinline__ void store(u32x4* lds, const OperandView& op, int64_t k0, int64_t k, int tid) {
+    if (k0 + kBlockK > k && op.m_major) {  // the ragged K block (uniform branches): zero all at or past K
+      for (int i = 0; i < kLoads; ++i)
+        chunk[i] = k0 + (tid / kRowGroups) * kLoads + i < k ? chunk[i] : u32x4{0u, 0u, 0u, 0u};
+    } else if (k0 + kBlockK > k) {
+      for (int i = 0; i < kLoads; ++i)
+        chunk[i] = keep_bytes(chunk[i], k - (k0 + ((tid + i * kThreads) % kChunksPerRow) * kChunkBytes));
     }
     if (op.fold_fn)
       for (int i = 0; i < kLoads; ++i) chunk[i] = fold_chunk(chunk[i]);
-  }
-
-  __device__ __forceinline__ void store(u32x4* lds, bool m_major, int tid) const {
-    if (m_major) {
+    if (op.m_major) {
       const int row0 = (tid % kRowGroups) * kChunkBytes, col = (tid / kRowGroups) * kLoads;
       uint8_t* bytes = reinterpret_cast<uint8_t*>(lds);
       for (int r = 0; r < kChunkBytes; ++r) {
@@ -283,23 +287,35 @@ __global__ __launch_bounds__(kTiles[kTileIndex].threads()) void gemm_fp8_kernel(
   const int64_t kb_begin = static_cast<int64_t>(blockIdx.z) * p.k_blocks_per_split;
   const int64_t kb_end = kb_begin + p.k_blocks_per_split < k_blocks ? kb_begin + p.k_blocks_per_split : k_blocks;
 
-  // Global -> register staging of one stage (kept in registers while the previous stage computes).
-  OperandStager<kTile.block_m, kThreads> stage_a;
-  OperandStager<kTile.block_n, kThreads> stage_b;
-  auto load_stage = [&](int64_t kb) {
-    stage_a.load(p.a, m0, kb * kBlockK, p.k, tid);
-    stage_b.load(p.b, n0, kb * kBlockK, p.k, tid);
-  };
-  auto store_stage = [&](int stage) {
-    stage_a.store(lds_a[stage], p.a.m_major, tid);
-    stage_b.store(lds_b[stage], p.b.m_major, tid);
-  };
-
   // What this lane feeds the MFMAs (inverse operand maps) and which outputs it holds.
   const cdna3::MatPos a_pos = Layout::a_of(lane, 0);  // (row i, first k)
   const cdna3::MatPos b_pos = Layout::b_of(lane, 0);  // (first k, column j)
   const int a_group = a_pos.col / cdna3::kFp8PerOperand;
   const int b_group = b_pos.row / cdna3::kFp8PerOperand;
+
+  // Global -> register staging of one stage and its scales, issued one stage ahead: the loads are in
+  // flight while the previous stage's MFMAs run. As: one value per accumulator row (rows past M read
+  // row M-1: never stored), Bs: one per tile.
+  OperandStager<kTile.block_m, kThreads> stage_a;
+  OperandStager<kTile.block_n, kThreads> stage_b;
+  float a_scale_next[kSubM][Layout::kAccum], b_scale_next = 0.0f;
+  const float* b_scale_row = p.b_scale + (n0 / kScaleBlockN) * p.b_scale_stride_n;
+  auto load_stage = [&](int64_t kb) __attribute__((always_inline)) {
+    stage_a.load(p.a, m0, kb * kBlockK, p.k, tid);
+    stage_b.load(p.b, n0, kb * kBlockK, p.k, tid);
+#pragma unroll
+    for (int i = 0; i < kSubM; ++i)
+#pragma unroll
+      for (int e = 0; e < Layout::kAccum; ++e) {
+        const int64_t row = m0 + wave_m * kWaveM + i * Layout::kM + Layout::d_of(lane, e).row;
+        a_scale_next[i][e] = p.a_scale[(row < p.m ? row : p.m - 1) * p.a_scale_stride_m + kb * p.a_scale_stride_k];
+      }
+    b_scale_next = b_scale_row[kb * p.b_scale_stride_k];
+  };
+  auto store_stage = [&](int stage, int64_t kb) __attribute__((always_inline)) {
+    stage_a.store(lds_a[stage], p.a, kb * kBlockK, p.k, tid);
+    stage_b.store(lds_b[stage], p.b, kb * kBlockK, p.k, tid);
+  };
 
   Accum acc[kSubM][kSubN];
   for (int i = 0; i < kSubM; ++i)
@@ -307,25 +323,20 @@ __global__ __launch_bounds__(kTiles[kTileIndex].threads()) void gemm_fp8_kernel(
 
   if (kb_begin < kb_end) {
     load_stage(kb_begin);
-    store_stage(0);
+    store_stage(0, kb_begin);
   }
   __syncthreads();
 
-  const float* b_scale_row = p.b_scale + (n0 / kScaleBlockN) * p.b_scale_stride_n;
   for (int64_t kb = kb_begin; kb < kb_end; ++kb) {
     const int stage = static_cast<int>((kb - kb_begin) % kStages);
     const bool has_next = kb + 1 < kb_end;
-    if (has_next) load_stage(kb + 1);  // in flight while this stage's MFMAs run
-
-    // Scales of this K block: one per accumulator row (As) and one per tile (Bs, uniform).
     float a_scale[kSubM][Layout::kAccum];
+#pragma unroll
     for (int i = 0; i < kSubM; ++i)
-      for (int e = 0; e < Layout::kAccum; ++e) {
-        const int64_t row = m0 + wave_m * kWaveM + i * Layout::kM + Layout::d_of(lane, e).row;
-        const float scale = p.a_scale[(row < p.m ? row : p.m - 1) * p.a_scale_stride_m + kb * p.a_scale_stride_k];
-        a_scale[i][e] = row < p.m ? scale : 0.0f;  // clamped read + select: no branch per load
-      }
-    const float b_scale = b_scale_row[kb * p.b_scale_stride_k] * p.scale_factor;
+#pragma unroll
+      for (int e = 0; e < Layout::kAccum; ++e) a_scale[i][e] = a_scale_next[i][e];
+    const float b_scale = b_scale_next * p.scale_factor;
+    if (has_next) load_stage(kb + 1);
 
     Accum partial[kSubM][kSubN];
     for (int i = 0; i < kSubM; ++i)
@@ -347,7 +358,7 @@ __global__ __launch_bounds__(kTiles[kTileIndex].threads()) void gemm_fp8_kernel(
       for (int j = 0; j < kSubN; ++j)
         for (int e = 0; e < Layout::kAccum; ++e) acc[i][j][e] += partial[i][j][e] * (a_scale[i][e] * b_scale);
 
-    if (has_next) store_stage(stage ^ 1);  // the other buffer was last read before the previous barrier
+    if (has_next) store_stage(stage ^ 1, kb + 1);  // the other buffer was last read before the previous barrier
     __syncthreads();
   }
 
