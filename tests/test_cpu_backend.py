@@ -88,17 +88,21 @@ def test_any_strides(kernel):
 @pytest.mark.kernels_ci
 @pytest.mark.parametrize("fp8_dtype", FP8_DTYPES)
 def test_decodes_every_code_exactly(kernel, fp8_dtype):
-    # Row 0 of A holds every non-NaN code once; B is the identity, so C[0, j] is code j's value.
-    codes = torch.tensor([c for c in range(256) if c not in NAN_BYTES[fp8_dtype]], dtype=torch.uint8)
-    k = codes.numel()
-    a = codes.view(fp8_dtype).unsqueeze(0)
-    b = torch.eye(k).to(fp8_dtype)
-    a_scale = torch.ones(1, ceil_div(k, SCALE_BLOCK_K))
-    b_scale = torch.ones(ceil_div(k, 128), ceil_div(k, SCALE_BLOCK_K))
-    out = run(kernel, a, b, a_scale, b_scale, torch.float32)
-    expected = a.float()
-    assert expected.abs().max() == torch.finfo(fp8_dtype).max
-    torch.testing.assert_close(out, expected, rtol=0, atol=0)
+    # Every code once per row (NaN codes read as 0 here, see the NaN tests), against torch's own
+    # decoding. With the identity on the other side, C holds the decoded values exactly.
+    # Through A (the table decoder) and through B (the vector decoder of K-contiguous rows).
+    k = 256
+    codes = torch.tensor([0 if c in NAN_BYTES[fp8_dtype] else c for c in range(k)], dtype=torch.uint8)
+    rows = torch.stack([codes.roll(shift) for shift in range(64)]).view(fp8_dtype)  # [64, 256]
+    identity = torch.eye(k).to(fp8_dtype)
+    decoded = rows.float()
+    assert decoded.abs().max() == torch.finfo(fp8_dtype).max and decoded.isfinite().all()
+    k_blocks = ceil_div(k, SCALE_BLOCK_K)
+
+    out = run(kernel, rows, identity, torch.ones(64, k_blocks), torch.ones(ceil_div(k, 128), k_blocks), torch.float32)
+    torch.testing.assert_close(out, decoded, rtol=0, atol=0)
+    out = run(kernel, identity, rows, torch.ones(k, k_blocks), torch.ones(1, k_blocks), torch.float32)
+    torch.testing.assert_close(out.t(), decoded, rtol=0, atol=0)
 
 
 @pytest.mark.kernels_ci
@@ -115,6 +119,23 @@ def test_nan_stays_in_its_row(kernel, fp8_dtype):
     others = torch.cat([out[:nan_row], out[nan_row + 1:]])
     ref = reference_gemm(a, b, a_scale, b_scale)
     assert_close_gemm(others, torch.cat([ref[:nan_row], ref[nan_row + 1:]]))
+
+
+@pytest.mark.kernels_ci
+@pytest.mark.parametrize("fp8_dtype", FP8_DTYPES)
+def test_nan_in_b_stays_in_its_column(kernel, fp8_dtype):
+    # Every NaN code of the format, in a row of B the vector decoder reads (full 16 x 16 blocks).
+    m, n, k = 12, 64, 256
+    a, b, a_scale, b_scale = make_inputs(m, n, k, fp8_dtype=fp8_dtype, seed=12)
+    b_bytes = b.view(torch.uint8).clone()
+    nan_cols = [5, 40][: len(NAN_BYTES[fp8_dtype])]
+    for col, code in zip(nan_cols, NAN_BYTES[fp8_dtype]):
+        b_bytes[col, 17] = code
+    b = b_bytes.view(fp8_dtype)
+    out = run(kernel, a, b, a_scale, b_scale, torch.float32)
+    keep = [j for j in range(n) if j not in nan_cols]
+    assert out[:, nan_cols].isnan().all()
+    assert_close_gemm(out[:, keep], reference_gemm(a, b, a_scale, b_scale)[:, keep])
 
 
 @pytest.mark.kernels_ci

@@ -19,6 +19,7 @@ namespace gemm::cpu {
 
 constexpr int kFp8Codes = 256;
 constexpr uint32_t kFp8SignBit = 0x80;
+constexpr int kFp8SignShift = 7;
 constexpr uint32_t kFp8MagnitudeMask = 0x7F;
 constexpr int kFp8MantissaBits = 3;
 constexpr uint32_t kFp8MantissaMask = (1u << kFp8MantissaBits) - 1;
@@ -73,13 +74,62 @@ static_assert(kE4M3FNUZTable[0x7F] == 240.0f && kE4M3FNUZTable[0xFF] == -240.0f,
 static_assert(kE4M3FNUZTable[0x01] == exp2_int(-10), "e4m3fnuz min subnormal is 2^-10");
 static_assert(kE4M3FNUZTable[0x80] != kE4M3FNUZTable[0x80], "e4m3fnuz 0x80 is NaN");
 
+// fp32 exponent bias (IEEE 754 binary32), needed by the vector decoder's rebias multiplier.
+constexpr int kFp32ExponentBias = 127;
+
+struct Fp8Decoder {
+  E4M3Encoding encoding;
+  const float* table;
+  // Multipliers of the vector decoder (decode_e4m3_vector), computed here at compile time.
+  float normal_rebias;   // 2^(127 - bias): fp8 fields placed in an fp32 -> their fp8 value
+  float subnormal_unit;  // 2^(1 - bias - 3): value of mantissa 1 with exponent field 0
+
+  constexpr Fp8Decoder(E4M3Encoding enc, const float* decoded)
+      : encoding(enc),
+        table(decoded),
+        normal_rebias(exp2_int(kFp32ExponentBias - enc.exponent_bias)),
+        subnormal_unit(exp2_int(1 - enc.exponent_bias - kFp8MantissaBits)) {}
+};
+
 // nullptr for a format value outside the enum (the caller reports it).
-inline const float* fp8_table(Fp8Format format) {
+inline const Fp8Decoder* fp8_decoder(Fp8Format format) {
+  static constexpr Fp8Decoder kFN{kE4M3FNEncoding, kE4M3FNTable.data()};
+  static constexpr Fp8Decoder kFNUZ{kE4M3FNUZEncoding, kE4M3FNUZTable.data()};
   switch (format) {
-    case Fp8Format::kE4M3FN: return kE4M3FNTable.data();
-    case Fp8Format::kE4M3FNUZ: return kE4M3FNUZTable.data();
+    case Fp8Format::kE4M3FN: return &kFN;
+    case Fp8Format::kE4M3FNUZ: return &kFNUZ;
   }
   return nullptr;
+}
+
+// fp32 bit-field facts (IEEE 754 binary32) the vector decoder builds values from.
+constexpr int kFp32MantissaBits = 23;
+constexpr int kFp32SignShift = 31;
+constexpr int32_t kFp32QuietNaNBits = 0x7FC00000;
+// An e4m3 magnitude shifted by this lines its exponent and mantissa fields up with fp32's.
+constexpr int kFp8ToFp32FieldShift = kFp32MantissaBits - kFp8MantissaBits;
+
+// decode_e4m3 on vectors (`Int`: int32 lanes holding codes 0..255, `Float`: fp32 lanes of the same
+// width), used to decode contiguous rows; the tests check it against the tables on every code.
+// Normals: the fields moved into an fp32 then rebiased by one multiply by 2^(127 - bias), exact.
+// Subnormals: mantissa * 2^(1 - bias - 3) from an integer conversion, so that no intermediate is
+// an fp32 denormal and flush-to-zero modes cannot change the result.
+template <class Float, class Int>
+inline Float decode_e4m3_vector(Int code, const Fp8Decoder& decoder) {
+  const Int magnitude = code & static_cast<int32_t>(kFp8MagnitudeMask);
+  const Int mantissa = magnitude & static_cast<int32_t>(kFp8MantissaMask);
+  const Int is_subnormal = magnitude <= static_cast<int32_t>(kFp8MantissaMask);
+  // Subnormal lanes get a normal exponent here (their result is discarded below): an fp32 denormal
+  // operand would cost a microcode assist.
+  const Int normal_fields = magnitude | (is_subnormal & static_cast<int32_t>(kFp8MantissaMask + 1));
+  const Float normal = (Float)(normal_fields << kFp8ToFp32FieldShift) * decoder.normal_rebias;
+  const Float subnormal = __builtin_convertvector(mantissa, Float) * decoder.subnormal_unit;
+  Int bits = ((Int)subnormal & is_subnormal) | ((Int)normal & ~is_subnormal);
+  bits |= (code >> kFp8SignShift) << kFp32SignShift;
+  const Int is_nan = decoder.encoding.magnitude_all_ones_is_nan
+                         ? magnitude == static_cast<int32_t>(kFp8MagnitudeMask)
+                         : code == static_cast<int32_t>(kFp8SignBit);
+  return (Float)((bits & ~is_nan) | (is_nan & kFp32QuietNaNBits));  // vector casts keep the bits
 }
 
 }  // namespace gemm::cpu

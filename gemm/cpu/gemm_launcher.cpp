@@ -21,9 +21,14 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "fp8_formats.h"
 #include "x86_vector_isa.h"
+
+// Vector types cross function boundaries only inside one ISA's flattened entry point, so the
+// psABI note about passing them without that ISA enabled does not apply.
+#pragma GCC diagnostic ignored "-Wpsabi"
 
 #ifndef _OPENMP
 #warning "gemm CPU backend compiled without -fopenmp: at::parallel_for runs on one thread"
@@ -55,8 +60,15 @@ constexpr const char* kIsaEnvVar = "GEMM_CPU_ISA";
 constexpr size_t kCacheLineBytes = 64;
 
 template <class Isa>
-struct TileConfig {
+struct VectorTypes {
   static constexpr int kLanes = Isa::kVectorBytes / static_cast<int>(sizeof(float));
+  typedef float Float __attribute__((vector_size(Isa::kVectorBytes)));
+  typedef int32_t Int __attribute__((vector_size(Isa::kVectorBytes)));
+};
+
+template <class Isa>
+struct TileConfig {
+  static constexpr int kLanes = VectorTypes<Isa>::kLanes;
   static constexpr int kNR = kLanes * kVectorsPerRow;
   // Rows of the register tile: what is left of the register file after the B vectors and the A
   // broadcast, kVectorsPerRow accumulators per row.
@@ -68,7 +80,7 @@ struct TileConfig {
 // What every task of one row chunk shares. The packed A layout depends on the selected ISA's kMR.
 struct ChunkPlan {
   const GemmArgs* args;
-  const float* b_table;
+  const Fp8Decoder* b_decoder;
   int64_t k_blocks;
   int64_t m_begin;          // first row of the chunk
   int64_t rows;             // rows in the chunk
@@ -80,9 +92,11 @@ struct ChunkPlan {
 
 // Decodes fp8 src[r * stride_row + k * stride_k] (r < valid_rows, k < k_len) into
 // dst[k * padded_rows + r]; rows valid_rows..padded_rows are zero so padded lanes add nothing
-// (and a NaN in one row never reaches another row).
+// (and a NaN in one row never reaches another row). `vector_rows` x `vector_k` leading rows and
+// columns were already written by decode_panel_vector.
 void decode_panel(const uint8_t* src, int64_t stride_row, int64_t stride_k, int64_t valid_rows,
-                  int64_t padded_rows, int64_t k_len, const float* table, float* dst) {
+                  int64_t padded_rows, int64_t k_len, const float* table, float* dst,
+                  int64_t vector_rows = 0, int64_t vector_k = 0) {
   for (int64_t r = 0; r < valid_rows; ++r) {
     const uint8_t* row = src + r * stride_row;
     if (stride_k == 1) {
@@ -91,10 +105,63 @@ void decode_panel(const uint8_t* src, int64_t stride_row, int64_t stride_k, int6
       for (int64_t line = 0; line < kScaleBlockK; line += kCacheLineBytes)
         __builtin_prefetch(row + kScaleBlockK + line);
     }
-    for (int64_t k = 0; k < k_len; ++k) dst[k * padded_rows + r] = table[row[k * stride_k]];
+    for (int64_t k = r < vector_rows ? vector_k : 0; k < k_len; ++k)
+      dst[k * padded_rows + r] = table[row[k * stride_k]];
   }
   for (int64_t r = valid_rows; r < padded_rows; ++r)
     for (int64_t k = 0; k < k_len; ++k) dst[k * padded_rows + r] = 0.0f;
+}
+
+// One stage of an in-register square transpose: swaps the off-diagonal kBlock x kBlock blocks of
+// every 2*kBlock x 2*kBlock block (lane j of row i with j & kBlock set <-> lane j - kBlock of row
+// i + kBlock). All stages for kBlock = 1, 2, ..., kLanes / 2 transpose the matrix.
+template <class Float, int kLanes, int kBlock, int... kLane>
+inline void transpose_stage(Float* rows, std::integer_sequence<int, kLane...>) {
+#pragma GCC unroll 16
+  for (int i = 0; i < kLanes; ++i) {
+    if (i & kBlock) continue;
+    const Float low = rows[i], high = rows[i + kBlock];
+    rows[i] = __builtin_shufflevector(low, high, ((kLane & kBlock) ? kLane - kBlock + kLanes : kLane)...);
+    rows[i + kBlock] =
+        __builtin_shufflevector(low, high, ((kLane & kBlock) ? kLane + kLanes : kLane + kBlock)...);
+  }
+}
+
+template <class Float, int kLanes, int kBlock = 1>
+inline void transpose_square(Float* rows) {
+  if constexpr (kBlock < kLanes) {
+    transpose_stage<Float, kLanes, kBlock>(rows, std::make_integer_sequence<int, kLanes>{});
+    transpose_square<Float, kLanes, 2 * kBlock>(rows);
+  }
+}
+
+// decode_panel for rows contiguous in K: decodes kLanes x kLanes blocks arithmetically, one row's
+// kLanes codes per vector, and transposes them in registers into the [k][row] panel layout; the
+// ragged remainder goes through the table.
+template <class Isa>
+inline void decode_panel_vector(const uint8_t* src, int64_t stride_row, int64_t valid_rows,
+                                int64_t padded_rows, int64_t k_len, const Fp8Decoder& decoder,
+                                float* dst) {
+  using V = VectorTypes<Isa>;
+  constexpr int kLanes = V::kLanes;
+  const int64_t vector_rows = valid_rows / kLanes * kLanes;
+  const int64_t vector_k = k_len / kLanes * kLanes;
+  for (int64_t r0 = 0; r0 < vector_rows; r0 += kLanes) {
+    for (int64_t k0 = 0; k0 < vector_k; k0 += kLanes) {
+      typename V::Float block[kLanes];
+#pragma GCC unroll 16
+      for (int i = 0; i < kLanes; ++i) {
+        block[i] = decode_e4m3_vector<typename V::Float>(
+            (typename V::Int)Isa::widen_bytes(src + (r0 + i) * stride_row + k0), decoder);
+      }
+      transpose_square<typename V::Float, kLanes>(block);
+#pragma GCC unroll 16
+      for (int t = 0; t < kLanes; ++t)
+        std::memcpy(dst + (k0 + t) * padded_rows + r0, &block[t], sizeof(block[t]));
+    }
+  }
+  decode_panel(src, stride_row, 1, valid_rows, padded_rows, k_len, decoder.table, dst, vector_rows,
+               vector_k);
 }
 
 // partial = A_panel[k_len x kRows] * B_panel[k_len x kNR] in registers, then
@@ -103,7 +170,7 @@ template <class Isa, int kRows>
 inline void micro_kernel(const float* a_panel, const float* b_panel, int64_t k_len, float* acc,
                          int64_t acc_stride, const float* row_scale) {
   using Cfg = TileConfig<Isa>;
-  typedef float Vec __attribute__((vector_size(Isa::kVectorBytes)));
+  using Vec = typename VectorTypes<Isa>::Float;
   Vec partial[kRows][kVectorsPerRow] = {};
   for (int64_t k = 0; k < k_len; ++k) {
     Vec b[kVectorsPerRow];
@@ -179,9 +246,14 @@ inline void run_task(const ChunkPlan& plan, int64_t task, float* scratch) {
     const int64_t k_len = std::min(kScaleBlockK, g.k - k_begin);
     for (int64_t s = 0; s < strips; ++s) {
       const int64_t n = n_begin + s * Cfg::kNR;
-      decode_panel(b_bytes + n * g.b_stride_n + k_begin * g.b_stride_k, g.b_stride_n,
-                   g.b_stride_k, std::min<int64_t>(Cfg::kNR, g.n - n), Cfg::kNR, k_len,
-                   plan.b_table, b_pack + s * Cfg::kNR * kScaleBlockK);
+      const uint8_t* src = b_bytes + n * g.b_stride_n + k_begin * g.b_stride_k;
+      const int64_t valid = std::min<int64_t>(Cfg::kNR, g.n - n);
+      float* dst = b_pack + s * Cfg::kNR * kScaleBlockK;
+      if (g.b_stride_k == 1)
+        decode_panel_vector<Isa>(src, g.b_stride_n, valid, Cfg::kNR, k_len, *plan.b_decoder, dst);
+      else
+        decode_panel(src, g.b_stride_n, g.b_stride_k, valid, Cfg::kNR, k_len,
+                     plan.b_decoder->table, dst);
     }
     const float b_scale = b_scale_row[kb * g.b_scale_stride_k];
     for (int64_t tile = tile_begin; tile < tile_end; ++tile) {
@@ -280,10 +352,10 @@ namespace gemm {
 
 std::string gemm_launch(const GemmArgs& args, const Workspace& workspace, void* /*stream*/) {
   using namespace cpu;
-  const float* a_table = fp8_table(args.a_format);
-  if (a_table == nullptr) return format_error("a_format", static_cast<int32_t>(args.a_format));
-  const float* b_table = fp8_table(args.b_format);
-  if (b_table == nullptr) return format_error("b_format", static_cast<int32_t>(args.b_format));
+  const Fp8Decoder* a_decoder = fp8_decoder(args.a_format);
+  if (a_decoder == nullptr) return format_error("a_format", static_cast<int32_t>(args.a_format));
+  const Fp8Decoder* b_decoder = fp8_decoder(args.b_format);
+  if (b_decoder == nullptr) return format_error("b_format", static_cast<int32_t>(args.b_format));
   if (args.c_format != OutFormat::kBF16 && args.c_format != OutFormat::kFP16 &&
       args.c_format != OutFormat::kFP32)
     return format_error("c_format", static_cast<int32_t>(args.c_format));
@@ -314,7 +386,7 @@ std::string gemm_launch(const GemmArgs& args, const Workspace& workspace, void* 
   for (int64_t m_begin = 0; m_begin < args.m; m_begin += chunk_rows) {
     ChunkPlan plan{};
     plan.args = &args;
-    plan.b_table = b_table;
+    plan.b_decoder = b_decoder;
     plan.k_blocks = k_blocks;
     plan.m_begin = m_begin;
     plan.rows = std::min(chunk_rows, args.m - m_begin);
@@ -329,7 +401,7 @@ std::string gemm_launch(const GemmArgs& args, const Workspace& workspace, void* 
         const int64_t k_begin = kb * kScaleBlockK;
         decode_panel(a_bytes + row * args.a_stride_m + k_begin * args.a_stride_k, args.a_stride_m,
                      args.a_stride_k, std::min(path.row_tile, args.m - row), path.row_tile,
-                     std::min(kScaleBlockK, args.k - k_begin), a_table,
+                     std::min(kScaleBlockK, args.k - k_begin), a_decoder->table,
                      a_pack + item * kScaleBlockK * path.row_tile);
       }
     });

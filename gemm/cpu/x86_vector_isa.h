@@ -6,6 +6,11 @@
 // the wider ISAs are chosen at run time (GCC function multiversioning, `__builtin_cpu_supports`).
 #pragma once
 
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
 namespace gemm::cpu {
 
 struct IsaSse2 {
@@ -13,6 +18,14 @@ struct IsaSse2 {
   static constexpr int kVectorBytes = 16;
   static constexpr int kVectorRegisters = 16;
   static bool supported() { return true; }  // part of x86-64
+  // kVectorBytes / 4 bytes zero-extended to int32 lanes (GCC 12 lowers __builtin_convertvector
+  // of bytes lane by lane, so this one step is written with the ISA's own instruction).
+  static __m128i widen_bytes(const uint8_t* src) {
+    int32_t word;
+    std::memcpy(&word, src, sizeof(word));
+    const __m128i zero = _mm_setzero_si128();
+    return _mm_unpacklo_epi16(_mm_unpacklo_epi8(_mm_cvtsi32_si128(word), zero), zero);
+  }
 };
 
 struct IsaAvx2Fma {
@@ -20,6 +33,9 @@ struct IsaAvx2Fma {
   static constexpr int kVectorBytes = 32;
   static constexpr int kVectorRegisters = 16;
   static bool supported() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
+  __attribute__((target("avx2"))) static __m256i widen_bytes(const uint8_t* src) {
+    return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src)));
+  }
 };
 
 struct IsaAvx512 {
@@ -28,6 +44,9 @@ struct IsaAvx512 {
   static constexpr int kVectorRegisters = 32;
   // libgcc's check includes the OS saving the ZMM state (XGETBV), not only CPUID.
   static bool supported() { return __builtin_cpu_supports("avx512f"); }
+  __attribute__((target("avx512f"))) static __m512i widen_bytes(const uint8_t* src) {
+    return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
+  }
 };
 
 }  // namespace gemm::cpu
