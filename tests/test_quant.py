@@ -131,3 +131,17 @@ def test_e4m3fn_to_e4m3fnuz_gemm_is_unchanged(kernel, device):
         assert_close_gemm(out_fnuz, ref)
         if torch.float8_e4m3fn in fp8_dtypes_for(device):
             assert torch.equal(kernel.gemm(a, b, a_scale, b_scale), out_fnuz)
+
+
+@pytest.mark.kernels_ci
+def test_finegrained_fp8_compatible_names(kernel, device):
+    gen = torch.Generator().manual_seed(4)
+    x, w = torch.randn(2, 9, 300, generator=gen).to(device), torch.randn(192, 300, generator=gen).to(device)
+    a, a_scale = kernel.fp8_act_quant(x, 128)
+    b, b_scale = kernel.quantize_weight(w)
+    assert a.dtype == torch.float8_e4m3fn and a_scale.shape == (2, 9, 3)
+    out = kernel.w8a8_block_fp8_matmul(a, b, a_scale, b_scale, [128, 128])
+    assert out.dtype == torch.float32 and out.shape == (2, 9, 192)
+    assert_close_gemm(out.reshape(18, 192), reference_gemm(a.reshape(18, 300), b, a_scale.reshape(18, 3), b_scale))
+    with pytest.raises(ValueError, match=r"block_size must be \[128, 128\], got \[64, 64\]"):
+        kernel.w8a8_block_fp8_matmul(a, b, a_scale, b_scale, [64, 64])

@@ -17,12 +17,14 @@ __all__ = [
     "SCALE_BLOCK_K",
     "SCALE_BLOCK_N",
     "e4m3fn_to_e4m3fnuz",
+    "fp8_act_quant",
     "fp8_max",
     "gemm",
     "gemm_reference",
     "ops",
     "quantize_activation",
     "quantize_weight",
+    "w8a8_block_fp8_matmul",
 ]
 
 
@@ -70,6 +72,28 @@ def gemm(
     a_scale_2d = a_scale if a_scale.dim() == 2 else a_scale.reshape(-1, a_scale.shape[-1])
     ops.gemm(out_2d, a_2d, b, a_scale_2d, b_scale)
     return out
+
+
+def w8a8_block_fp8_matmul(
+    A: torch.Tensor,
+    B: torch.Tensor,
+    As: torch.Tensor,
+    Bs: torch.Tensor,
+    block_size=(SCALE_BLOCK_N, SCALE_BLOCK_K),
+    output_dtype: torch.dtype = torch.float32,
+) -> torch.Tensor:
+    """Drop-in for kernels-community/finegrained-fp8's function of the same name (transformers calls it).
+
+    Same arguments and defaults (float32 output); only 128 x 128 blocks are supported.
+    """
+    if list(block_size) != [SCALE_BLOCK_N, SCALE_BLOCK_K]:
+        raise ValueError(f"w8a8_block_fp8_matmul: block_size must be [128, 128], got {list(block_size)}")
+    return gemm(A, B, As, Bs, out_dtype=output_dtype)
+
+
+def fp8_act_quant(x: torch.Tensor, block_size: int = SCALE_BLOCK_K):
+    """Drop-in for finegrained-fp8's activation quantizer: `quantize_activation` in e4m3fn."""
+    return quantize_activation(x, block=block_size)
 
 
 def _merge_leading_dims(out: torch.Tensor) -> torch.Tensor:
