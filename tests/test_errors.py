@@ -164,6 +164,9 @@ def test_mixed_devices(kernel, device, inputs):
     if torch.cuda.device_count() >= 2:
         with _raises(ValueError, "all tensors must be on one device", "b is on cuda:1"):
             kernel.gemm(a, b.to("cuda:1"), a_scale, b_scale)
+    # All on the CPU, with the GPU build loaded: a clear refusal, not the dispatcher's generic error.
+    with _raises(ValueError, "this build of gemm runs on", "a is on cpu"):
+        kernel.gemm(a.cpu(), b.cpu(), a_scale.cpu(), b_scale.cpu())
 
 
 @pytest.mark.kernels_ci

@@ -266,6 +266,14 @@ void gemm_gpu(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const a
   const c10::Stream stream = c10::impl::getDeviceGuardImpl(a.device().type())->getStream(a.device());
   launch(problem, out, a, b, a_scale, b_scale, stream.native_handle());
 }
+
+// A GPU build has no CPU backend; without this, CPU tensors would hit the dispatcher's generic
+// "could not run ... with arguments from the 'CPU' backend".
+void refuse_cpu(at::Tensor& /*out*/, const at::Tensor& a, const at::Tensor& /*b*/, const at::Tensor& /*a_scale*/,
+                const at::Tensor& /*b_scale*/) {
+  TORCH_CHECK_VALUE(false, "gemm: this build of gemm runs on ", kGpuBackend, " devices, but a is on ", a.device(),
+                    "; move the tensors to a GPU (or load the CPU build)");
+}
 #endif
 
 }  // namespace gemm_binding
@@ -277,6 +285,9 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
 #endif
 #if defined(CUDA_KERNEL) || defined(ROCM_KERNEL)
   ops.impl("gemm", c10::kCUDA, &gemm_binding::gemm_gpu);
+#if !defined(CPU_KERNEL)
+  ops.impl("gemm", c10::kCPU, &gemm_binding::refuse_cpu);
+#endif
 #endif
 }
 
