@@ -132,3 +132,23 @@ def test_buffer_load_soffset_dependent_verdict_is_a_fault(probe_lib):
 
 def test_device_attributes(probe_lib):
     assert probe_lib.emu_cu_count() == 304
+
+
+def gather(lib, data, indices):
+    index = np.array(indices, np.int32)
+    out = np.zeros(len(index), np.uint8)
+    err = err_buf()
+    rc = lib.emu_gather_probe(ptr(data), len(data), len(index), ptr(index), ptr(out), err, ERR_LEN)
+    return rc, err.value.decode(), out
+
+
+def test_reads_past_a_guarded_buffer_fault_instead_of_crashing(probe_lib):
+    data = np.arange(1, 101, dtype=np.uint8)  # 100 bytes: the last 16-byte granule ends at 112
+    rc, err, out = gather(probe_lib, data, [0, 50, 99, 111])  # inside the last granule: legal
+    assert rc == 0, err
+    np.testing.assert_array_equal(out[:3], data[[0, 50, 99]])
+    rc, err, out = gather(probe_lib, data, list(range(64)) + [112])  # thread 64 reads past the granule
+    assert rc == 1 and "memory fault" in err and "thread 64" in err, err
+    np.testing.assert_array_equal(out[:64], data[:64])  # the other threads ran to completion
+    rc, err, _ = gather(probe_lib, data, [1])  # and the runtime is clean afterwards
+    assert rc == 0, err

@@ -3,10 +3,12 @@
 // (tests/rocm/emu/emu_gemm.py mirrors EmuGemmArgs and EmuStats).
 #include "gemm/gemm_launcher.hip"
 
-#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "guarded_memory.h"
 
 namespace {
 
@@ -46,26 +48,62 @@ gemm::GemmArgs to_gemm_args(const EmuGemmArgs& e) {
   return g;
 }
 
-// malloc-backed stand-in for the torch caching allocator. Fresh workspace is filled with 0xFF bytes
-// (fp32 NaN) so that a kernel reading scratch it never wrote shows NaN instead of lucky zeros.
+// Every buffer of one emulated GEMM sits in a GuardedBuffer; the fault handler names the one whose
+// end was overrun.
+std::vector<std::unique_ptr<hip_emu::GuardedBuffer>> g_buffers;
+
+std::string describe(uintptr_t address) {
+  std::string text;
+  for (const auto& buffer : g_buffers)
+    if (buffer->describe(address, text)) return text;
+  return "address " + hip_emu::hex(address) + " (outside every tensor and workspace)";
+}
+
+hip_emu::GuardedBuffer* add_buffer(std::string name, size_t bytes, uintptr_t align_like, const void* src) {
+  g_buffers.push_back(std::make_unique<hip_emu::GuardedBuffer>(std::move(name), bytes, align_like, src));
+  return g_buffers.back()->ok() ? g_buffers.back().get() : nullptr;
+}
+
+// The bytes a strided 2-D tensor spans, from its lowest-addressed element (strides may be negative).
+struct Extent {
+  int64_t first;  // byte offset of the lowest-addressed element from element (0, 0)
+  size_t bytes;
+};
+Extent extent(int64_t rows, int64_t cols, int64_t stride_r, int64_t stride_c, size_t element_bytes) {
+  const int64_t lo = std::min<int64_t>(0, (rows - 1) * stride_r) + std::min<int64_t>(0, (cols - 1) * stride_c);
+  const int64_t hi = std::max<int64_t>(0, (rows - 1) * stride_r) + std::max<int64_t>(0, (cols - 1) * stride_c);
+  return {lo * static_cast<int64_t>(element_bytes), static_cast<size_t>(hi - lo + 1) * element_bytes};
+}
+
+// A strided 2-D tensor copied into a guarded buffer; the returned pointer addresses element (0, 0).
+template <class T>
+T* guard_tensor(const char* name, T* data, Extent x) {
+  const auto* first = reinterpret_cast<const uint8_t*>(data) + x.first;
+  auto* buffer = add_buffer(name, x.bytes, reinterpret_cast<uintptr_t>(first), first);
+  return buffer == nullptr ? nullptr : reinterpret_cast<T*>(buffer->data() - x.first);
+}
+
+// Guarded stand-in for the torch caching allocator. Fresh workspace is filled with 0xFF bytes (fp32
+// NaN) so that a kernel reading scratch it never wrote shows NaN instead of lucky zeros.
 constexpr int kWorkspacePoisonByte = 0xFF;
+constexpr uintptr_t kWorkspaceAlignLike = 0;  // the caching allocator returns aligned blocks
 struct HostWorkspace {
-  std::vector<void*> blocks;
   EmuStats* stats;
   static void* allocate(void* context, size_t bytes) {
     auto* self = static_cast<HostWorkspace*>(context);
-    void* p = std::malloc(bytes);
-    if (p == nullptr) return nullptr;
-    std::memset(p, kWorkspacePoisonByte, bytes);
-    self->blocks.push_back(p);
+    auto* buffer = add_buffer("workspace request " + std::to_string(self->stats->workspace_requests), bytes,
+                              kWorkspaceAlignLike, nullptr);
+    if (buffer == nullptr) return nullptr;
+    std::memset(buffer->data(), kWorkspacePoisonByte, bytes);
     self->stats->workspace_requests += 1;
     self->stats->workspace_bytes += static_cast<int64_t>(bytes);
-    return p;
-  }
-  ~HostWorkspace() {
-    for (void* p : blocks) std::free(p);  // launches are synchronous here: the work is done
+    return buffer->data();
   }
 };
+
+constexpr size_t out_bytes(int64_t format) {
+  return static_cast<gemm::OutFormat>(format) == gemm::OutFormat::kFP32 ? 4 : 2;
+}
 
 void copy_error(const std::string& text, char* err, int err_len) { std::snprintf(err, err_len, "%s", text.c_str()); }
 
@@ -96,15 +134,31 @@ void emu_select_config(const EmuGemmArgs* args, int cu_count, int64_t* out) {
 
 // config_index < 0: gemm::gemm_launch (the heuristic); else launch_with_config(all_configs()[index]).
 // Returns 0 on success; the launcher's error (or the emulator's fault) goes to `err`.
+// Every tensor (and every workspace request) is copied into a guarded buffer first, C is copied back.
 int emu_gemm(const EmuGemmArgs* args, int config_index, EmuStats* stats, char* err, int err_len) {
   hip_emu::reset_faults();
   *stats = EmuStats{};
   const int64_t launches_before = hip_emu::launch_count.load();
   std::string result;
   {
-    HostWorkspace host{{}, stats};
+    const EmuGemmArgs& e = *args;
+    const int64_t kb = gemm::ceil_div(e.k, gemm::kScaleBlockK), nb = gemm::ceil_div(e.n, gemm::kScaleBlockN);
+    g_buffers.clear();
+    EmuGemmArgs guarded = e;
+    const Extent c_extent = extent(e.m, e.n, e.c_stride_m, e.c_stride_n, out_bytes(e.c_format));
+    guarded.a = guard_tensor("a", e.a, extent(e.m, e.k, e.a_stride_m, e.a_stride_k, 1));
+    guarded.b = guard_tensor("b", e.b, extent(e.n, e.k, e.b_stride_n, e.b_stride_k, 1));
+    guarded.a_scale = guard_tensor("a_scale", e.a_scale, extent(e.m, kb, e.a_scale_stride_m, e.a_scale_stride_k, sizeof(float)));
+    guarded.b_scale = guard_tensor("b_scale", e.b_scale, extent(nb, kb, e.b_scale_stride_n, e.b_scale_stride_k, sizeof(float)));
+    guarded.c = guard_tensor("c", e.c, c_extent);
+    if (!guarded.a || !guarded.b || !guarded.a_scale || !guarded.b_scale || !guarded.c) {
+      copy_error("emulator: could not map guarded copies of the tensors", err, err_len);
+      return 1;
+    }
+    hip_emu::describe_address = describe;
+    HostWorkspace host{stats};
     const gemm::Workspace workspace{&HostWorkspace::allocate, &host};
-    const gemm::GemmArgs gemm_args = to_gemm_args(*args);
+    const gemm::GemmArgs gemm_args = to_gemm_args(guarded);
     if (config_index < 0) {
       result = gemm::gemm_launch(gemm_args, workspace, nullptr);
     } else {
@@ -115,6 +169,10 @@ int emu_gemm(const EmuGemmArgs* args, int config_index, EmuStats* stats, char* e
       }
       result = gemm::rocm::launch_with_config(gemm_args, configs[config_index], workspace, nullptr);
     }
+    std::memcpy(static_cast<uint8_t*>(e.c) + c_extent.first, static_cast<uint8_t*>(guarded.c) + c_extent.first,
+                c_extent.bytes);
+    hip_emu::describe_address = nullptr;
+    g_buffers.clear();
   }
   stats->launches = hip_emu::launch_count.load() - launches_before;
   // A fault the launcher did not see (it checks hipGetLastError only after launches) still fails.

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "gemm/cdna3_mfma_layout.h"
+#include "guarded_memory.h"
 
 namespace {
 
@@ -138,6 +139,11 @@ __global__ void buffer_probe(const uint8_t* base, int num_records, const int* vo
   }
 }
 
+// Thread t copies data[index[t]] to out[t]: reads past a guarded buffer's last granule must fault.
+__global__ void gather_probe(const uint8_t* data, const int* index, uint8_t* out) {
+  out[threadIdx.x] = data[index[threadIdx.x]];
+}
+
 // The error of the last launch (empty on success), as the GEMM launcher would report it.
 int finish(char* err, int err_len) {
   const hipError_t e = hipGetLastError();
@@ -239,6 +245,16 @@ int emu_buffer_probe(const uint8_t* base, int num_records, int threads, const in
                      int bytes, uint8_t* out, char* err, int err_len) {
   hipLaunchKernelGGL(buffer_probe, dim3(1), dim3(threads), 0, nullptr, base, num_records, voffset, soffset,
                      bytes, out);
+  return finish(err, err_len);
+}
+
+// Gathers from a guarded copy of `bytes` bytes of `src` (16-byte aligned) with `threads` threads.
+int emu_gather_probe(const uint8_t* src, int bytes, int threads, const int* index, uint8_t* out, char* err,
+                     int err_len) {
+  const hip_emu::GuardedBuffer buffer("probe buffer", bytes, 0, src);
+  hip_emu::describe_address = [](uintptr_t address) { return "address " + hip_emu::hex(address); };
+  hipLaunchKernelGGL(gather_probe, dim3(1), dim3(threads), 0, nullptr, buffer.data(), index, out);
+  hip_emu::describe_address = nullptr;
   return finish(err, err_len);
 }
 

@@ -21,7 +21,10 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <csetjmp>
+#include <csignal>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -185,6 +188,43 @@ inline void exit_thread() {
   tl_block->sync.drop();
 }
 
+// ---- memory faults: a kernel thread that touches an unmapped page (tests/rocm/emu/guarded_memory.h
+// puts one right after every buffer) is cut short and reported instead of crashing the test run ----
+inline thread_local sigjmp_buf* tl_fault_jump = nullptr;  // set while the thread runs kernel code
+inline thread_local uintptr_t tl_fault_address = 0;
+// Names an address for the fault message (the entry TU knows its buffers); null: hex only.
+inline std::string (*describe_address)(uintptr_t) = nullptr;
+
+inline struct sigaction previous_segv_action {};
+
+inline void on_memory_fault(int, siginfo_t* info, void*) {
+  if (tl_fault_jump == nullptr) {  // not kernel code: the previous handler takes the re-raised fault
+    sigaction(SIGSEGV, &previous_segv_action, nullptr);
+    return;
+  }
+  tl_fault_address = reinterpret_cast<uintptr_t>(info->si_addr);
+  siglongjmp(*tl_fault_jump, 1);
+}
+
+// Installs the handler for the duration of one launch, then restores the previous one (Python's
+// faulthandler, say).
+struct MemoryFaultScope {
+  MemoryFaultScope() {
+    struct sigaction action {};
+    action.sa_sigaction = on_memory_fault;
+    action.sa_flags = SA_SIGINFO;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGSEGV, &action, &previous_segv_action);
+  }
+  ~MemoryFaultScope() { sigaction(SIGSEGV, &previous_segv_action, nullptr); }
+};
+
+inline std::string hex(uintptr_t address) {
+  char text[2 + 2 * sizeof(address) + 1];
+  std::snprintf(text, sizeof(text), "0x%zx", static_cast<size_t>(address));
+  return text;
+}
+
 // ---- thread pool: worker i runs GPU thread i of every block ----
 class ThreadPool {
  public:
@@ -245,6 +285,7 @@ void launch(void (*kernel)(Params...), dim3 grid, dim3 block, uint32_t dynamic_l
   const std::tuple<std::remove_cvref_t<Params>...> params(std::forward<Args>(args)...);
   ++launch_count;
   const int n = static_cast<int>(threads);
+  const MemoryFaultScope fault_scope;
   for (uint32_t bz = 0; bz < grid.z; ++bz)
     for (uint32_t by = 0; by < grid.y; ++by)
       for (uint32_t bx = 0; bx < grid.x; ++bx) {
@@ -258,7 +299,15 @@ void launch(void (*kernel)(Params...), dim3 grid, dim3 block, uint32_t dynamic_l
           tl_block = &state;
           tl_wave = state.waves[t / kWaveSize].get();
           tl_lane = t % kWaveSize;
-          std::apply(kernel, params);
+          sigjmp_buf jump;
+          tl_fault_jump = &jump;
+          if (sigsetjmp(jump, /*savemask=*/1) == 0) {
+            std::apply(kernel, params);
+          } else {
+            fault("memory fault at " + (describe_address ? describe_address(tl_fault_address) : hex(tl_fault_address)) +
+                  " by thread " + std::to_string(t) + " of block " + Block::name(index));
+          }
+          tl_fault_jump = nullptr;
           exit_thread();
         });
       }
