@@ -57,6 +57,7 @@ struct KernelParams {
   OperandView b;  // [n, k]
   const float* a_scale;
   int64_t a_scale_stride_m, a_scale_stride_k;
+  int32_t a_scale_vector;  // stride_m == 1 and 16-byte aligned columns: 4 rows per load (challenge layout)
   const float* b_scale;
   int64_t b_scale_stride_n, b_scale_stride_k;
   void* out;            // C, or the fp32 split-K workspace [split][m][n]
@@ -252,6 +253,16 @@ __device__ __forceinline__ TileCoord swizzle_tile(int id, int tiles_m, int tiles
   return {first_m + in_group % rows, in_group / rows};
 }
 
+// True when accumulator elements 4q..4q+3 of every lane hold 4 consecutive rows (both FP8 MFMA
+// layouts do), so their 4 A scales are one 16-byte load when the scales are M-contiguous.
+template <class Layout>
+constexpr bool accum_rows_in_fours() {
+  for (int lane = 0; lane < cdna3::kWaveSize; ++lane)
+    for (int e = 0; e < Layout::kAccum; ++e)
+      if (Layout::d_of(lane, e).row != Layout::d_of(lane, e / 4 * 4).row + e % 4) return false;
+  return Layout::kAccum % 4 == 0;
+}
+
 // ---- The kernel -----------------------------------------------------------------------------
 template <int kTileIndex>
 __global__ __launch_bounds__(kTiles[kTileIndex].threads()) void gemm_fp8_kernel(KernelParams p) {
@@ -270,6 +281,7 @@ __global__ __launch_bounds__(kTiles[kTileIndex].threads()) void gemm_fp8_kernel(
   static_assert(kWaveM % Layout::kM == 0 && kWaveN % Layout::kN == 0, "wave tile must hold whole MFMA tiles");
   static_assert(kScaleBlockN % kTile.block_n == 0, "a tile's columns must share one B scale block");
   static_assert(kSteps % kOperandsPerChunk == 0, "LDS reads cover MFMA steps in pairs");
+  static_assert(accum_rows_in_fours<typename Op::Layout>(), "A-scale vector loads need rows in fours");
 
   __shared__ u32x4 lds_a[kStages][kTile.block_m * kChunksPerRow];
   __shared__ u32x4 lds_b[kStages][kTile.block_n * kChunksPerRow];
@@ -303,13 +315,25 @@ __global__ __launch_bounds__(kTiles[kTileIndex].threads()) void gemm_fp8_kernel(
   auto load_stage = [&](int64_t kb) __attribute__((always_inline)) {
     stage_a.load(p.a, m0, kb * kBlockK, p.k, tid);
     stage_b.load(p.b, n0, kb * kBlockK, p.k, tid);
+    const float* a_scale_col = p.a_scale + kb * p.a_scale_stride_k;
+    if (p.a_scale_vector) {
 #pragma unroll
-    for (int i = 0; i < kSubM; ++i)
+      for (int i = 0; i < kSubM; ++i)
 #pragma unroll
-      for (int e = 0; e < Layout::kAccum; ++e) {
-        const int64_t row = m0 + wave_m * kWaveM + i * Layout::kM + Layout::d_of(lane, e).row;
-        a_scale_next[i][e] = p.a_scale[(row < p.m ? row : p.m - 1) * p.a_scale_stride_m + kb * p.a_scale_stride_k];
-      }
+        for (int e = 0; e < Layout::kAccum; e += 4) {
+          const int64_t row = m0 + wave_m * kWaveM + i * Layout::kM + Layout::d_of(lane, e).row;
+          const f32x4 v = *reinterpret_cast<const f32x4*>(a_scale_col + (row < p.m ? row : (p.m - 1) / 4 * 4));
+          for (int r = 0; r < 4; ++r) a_scale_next[i][e + r] = v[r];
+        }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kSubM; ++i)
+#pragma unroll
+        for (int e = 0; e < Layout::kAccum; ++e) {
+          const int64_t row = m0 + wave_m * kWaveM + i * Layout::kM + Layout::d_of(lane, e).row;
+          a_scale_next[i][e] = a_scale_col[(row < p.m ? row : p.m - 1) * p.a_scale_stride_m];
+        }
+    }
     b_scale_next = b_scale_row[kb * p.b_scale_stride_k];
   };
   auto store_stage = [&](int stage, int64_t kb) __attribute__((always_inline)) {

@@ -158,6 +158,7 @@ std::string launch_with_config(const GemmArgs& args, const RocmConfig& config, c
   params.a_scale = args.a_scale;
   params.a_scale_stride_m = args.a_scale_stride_m;
   params.a_scale_stride_k = args.a_scale_stride_k;
+  params.a_scale_vector = args.a_scale_stride_m == 1 && aligned(args.a_scale, args.a_scale_stride_k * int64_t{sizeof(float)});
   params.b_scale = args.b_scale;
   params.b_scale_stride_n = args.b_scale_stride_n;
   params.b_scale_stride_k = args.b_scale_stride_k;
