@@ -12,8 +12,11 @@
 //  - 1 or 2 math warpgroups (64 rows each) run 4 wgmma m64nNk32 steps per 128-K block into a
 //    temporary accumulator, wait, then promote `acc += tmp * As[row, kb] * Bs[col / 128, kb]` in fp32
 //    registers (two-level accumulation: FP8 tensor-core sums lose bits over long K);
-//  - the epilogue converts (bf16/fp16 round-to-nearest-even, or fp32) and stores from registers with
-//    row/column guards, so ragged M and N never write out of bounds; ragged K is zero-filled by TMA.
+//  - the epilogue converts (bf16/fp16 round-to-nearest-even, or fp32). 16-bit tiles with BLOCK_N a
+//    multiple of kStoreChunkCols go through 64B-swizzled shared memory and TMA stores, which clip at
+//    M/N and run asynchronously under the next tile's main loop; other tiles (fp32, split-K
+//    partials, unaligned outputs) store from registers with row/column guards. Ragged K is
+//    zero-filled by the TMA loads.
 // Raw PTX (hopper_ptx.h) rather than CUTLASS/CuTe: a dozen instructions, fast CI compiles, and full
 // control over where the promotion sits relative to the asynchronous wgmma window.
 #pragma once
@@ -51,6 +54,7 @@ struct KernelParams {
   int64_t split_plane = 0;  // elements between the fp32 partial planes of consecutive K splits
   OutFormat out_format = OutFormat::kBF16;
   bool out_pairs = false;   // base and row stride allow 2-element vector stores
+  bool tma_store = false;   // tmap_c describes `out` (16-bit, 16-byte aligned rows, no split-K)
 };
 
 struct WorkUnit {
@@ -120,10 +124,35 @@ __device__ __forceinline__ void store_fragment(const float (&acc)[kAcc], T* out,
   }
 }
 
+// Writes a thread's fragment, converted to T, into the warpgroup's 64-row slice of the output tile
+// laid out as kStoreChunkCols-column chunks of 64B-swizzled rows (the TMA store box).
+template <typename T, int kAcc>
+__device__ __forceinline__ void stage_fragment(const float (&acc)[kAcc], uint32_t slice_addr,
+                                               int frag_row0, int frag_col0) {
+  using P = OutPair<T>;
+  constexpr int kChunkBytes = hopper::kWgmmaM * hopper::kSwizzle64Bytes;
+  static_assert(kStoreChunkCols * sizeof(T) == hopper::kSwizzle64Bytes, "one chunk row = 64 bytes");
+#pragma unroll
+  for (int q = 0; q < kAcc / hopper::kFragRegsPerQuad; ++q) {
+    const int col = frag_col0 + q * hopper::kFragColStride;
+    const uint32_t chunk_addr = slice_addr + (col / kStoreChunkCols) * kChunkBytes;
+    const int col_bytes = (col % kStoreChunkCols) * static_cast<int>(sizeof(T));
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = frag_row0 + h * hopper::kFragRowHalf;
+      const typename P::Vec v = P::pack(acc[q * hopper::kFragRegsPerQuad + 2 * h],
+                                        acc[q * hopper::kFragRegsPerQuad + 2 * h + 1]);
+      ptx::st_shared_b32(chunk_addr + hopper::swizzle64(row * hopper::kSwizzle64Bytes + col_bytes),
+                         *reinterpret_cast<const uint32_t*>(&v));
+    }
+  }
+}
+
 template <int kBlockM, int kBlockN, int kClusterM>
 __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClusterM}), 1)
     fp8_gemm_kernel(const __grid_constant__ CUtensorMap tmap_a,
-                    const __grid_constant__ CUtensorMap tmap_b, const KernelParams p) {
+                    const __grid_constant__ CUtensorMap tmap_b,
+                    const __grid_constant__ CUtensorMap tmap_c, const KernelParams p) {
   constexpr TileConfig kCfg{kBlockM, kBlockN, kClusterM};
   constexpr int kStages = num_stages(kCfg);
   constexpr int kMathWG = num_math_warpgroups(kCfg);
@@ -153,7 +182,10 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
   const uint32_t raw_addr = ptx::smem_addr(smem_raw);
   uint8_t* smem = smem_raw + ((hopper::kSwizzleAtomBytes - raw_addr % hopper::kSwizzleAtomBytes) %
                               hopper::kSwizzleAtomBytes);
-  uint8_t* smem_a = smem;
+  constexpr bool kTmaStore = tma_store_tile(kCfg);
+  constexpr int kCSliceBytes = hopper::kWgmmaM * kBlockN * kStoreElemBytes;  // per math warpgroup
+  uint8_t* smem_c = smem;  // c_smem_bytes: a multiple of 4 KB, so A/B stay 1024-aligned
+  uint8_t* smem_a = smem + c_smem_bytes(kCfg);
   uint8_t* smem_b = smem + kStages * kABytes;
   float* smem_scales = reinterpret_cast<float*>(smem_b + kStages * kBBytes);
   uint64_t* full_bar = reinterpret_cast<uint64_t*>(smem_scales + kStages * kScaleFloats);
@@ -318,6 +350,30 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
         }
       }
 
+      if (kTmaStore && p.tma_store) {
+        const uint32_t slice = ptx::smem_addr(smem_c + warpgroup * kCSliceBytes);
+        const uint32_t wg_barrier = 1 + warpgroup;  // hardware barrier 0 is __syncthreads
+        if (tid == 0) ptx::bulk_wait_read();  // the previous tile's store has left the buffer
+        ptx::named_barrier(wg_barrier, hopper::kWarpgroupThreads);
+        if (p.out_format == OutFormat::kBF16) {
+          stage_fragment<__nv_bfloat16>(acc, slice, frag_row0, frag_col0);
+        } else {
+          stage_fragment<__half>(acc, slice, frag_row0, frag_col0);
+        }
+        ptx::fence_proxy_async_smem();
+        ptx::named_barrier(wg_barrier, hopper::kWarpgroupThreads);
+        if (tid == 0) {
+          const int32_t row = static_cast<int32_t>(w.m_blk * kBlockM + warpgroup * hopper::kWgmmaM);
+#pragma unroll
+          for (int c = 0; c < kBlockN / kStoreChunkCols; ++c) {
+            const uint8_t* chunk = smem_c + warpgroup * kCSliceBytes +
+                                   c * hopper::kWgmmaM * hopper::kSwizzle64Bytes;
+            ptx::tma_store_2d(&tmap_c, chunk, static_cast<int32_t>(n0 + c * kStoreChunkCols), row);
+          }
+          ptx::bulk_commit();
+        }
+        continue;
+      }
       const int64_t col0 = n0 + frag_col0;
       switch (p.out_format) {
         case OutFormat::kBF16:
@@ -334,6 +390,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
           break;
       }
     }
+    if (kTmaStore && tid == 0) ptx::bulk_wait();  // output stores done before the CTA retires
   }
   if constexpr (kClusterM > 1) ptx::cluster_sync();  // peers may still multicast / arrive here
 }

@@ -28,7 +28,7 @@ struct TileConfig {
 inline constexpr TileConfig kTileConfigs[] = {
     {64, 64, 1}, {64, 96, 1}, {64, 112, 1}, {64, 128, 1}, {64, 192, 1},
     {128, 112, 1}, {128, 128, 1},
-    {128, 112, 2}, {128, 128, 2}, {128, 144, 2}, {128, 160, 2},
+    {128, 112, 2}, {128, 128, 2}, {128, 160, 2},
 };
 constexpr int kMaxClusterM = 2;
 // First row with a cluster: the launcher asks the driver how many such clusters fit at once.
@@ -51,14 +51,26 @@ constexpr int kMaxScaleBlocksPerTile = 4;  // 3 used, padded so each stage stays
 GEMM_HOST_DEVICE constexpr int scale_stage_floats(const TileConfig& c) {
   return c.block_m + kMaxScaleBlocksPerTile;
 }
+// 16-bit outputs leave through shared memory and TMA stores (asynchronous: the next tile's main
+// loop overlaps them) in chunks of kStoreChunkCols columns = one 64-byte swizzled row; BLOCK_N not
+// a multiple of it stores straight from registers.
+constexpr int kStoreChunkCols = 32;
+constexpr int kStoreElemBytes = 2;
+GEMM_HOST_DEVICE constexpr bool tma_store_tile(const TileConfig& c) {
+  return c.block_n % kStoreChunkCols == 0;
+}
+GEMM_HOST_DEVICE constexpr int c_smem_bytes(const TileConfig& c) {
+  return tma_store_tile(c) ? c.block_m * c.block_n * kStoreElemBytes : 0;
+}
 GEMM_HOST_DEVICE constexpr int num_stages(const TileConfig& c) {
-  const int fit = (hopper::kMaxSmemPerBlock - kSmemAlignSlack) /
+  const int fit = (hopper::kMaxSmemPerBlock - kSmemAlignSlack - c_smem_bytes(c)) /
                   (stage_bytes(c) + scale_stage_floats(c) * static_cast<int>(sizeof(float)) + kBarrierBytesPerStage);
   return fit < kMaxStages ? fit : kMaxStages;
 }
 GEMM_HOST_DEVICE constexpr int smem_bytes(const TileConfig& c) {
-  return num_stages(c) * (stage_bytes(c) + scale_stage_floats(c) * static_cast<int>(sizeof(float)) + kBarrierBytesPerStage) +
-         kSmemAlignSlack;
+  return num_stages(c) * (stage_bytes(c) + scale_stage_floats(c) * static_cast<int>(sizeof(float)) +
+                          kBarrierBytesPerStage) +
+         c_smem_bytes(c) + kSmemAlignSlack;
 }
 // Bytes one CTA pulls from L2 per K block (its share of a multicast B tile).
 constexpr int loaded_bytes(const TileConfig& c) {

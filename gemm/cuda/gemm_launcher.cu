@@ -116,9 +116,40 @@ std::string encode_operand(const char* name, const Operand& op, int64_t rows, in
   return {};
 }
 
+// The 16-bit output as TMA-store boxes of kStoreChunkCols x 64 rows (64B swizzle), when the tile,
+// format and alignment allow it; otherwise the kernel stores from registers (use_tma = false).
+std::string encode_output(const GemmArgs& args, const TileConfig& cfg, const Plan& plan,
+                          CUtensorMap& map, bool& use_tma) {
+  const int64_t row_bytes = args.c_stride_m * cuda::kStoreElemBytes;
+  use_tma = plan.splits == 1 && cuda::tma_store_tile(cfg) && args.c_format != OutFormat::kFP32 &&
+            reinterpret_cast<uintptr_t>(args.c) % cuda::hopper::kTmaAlignBytes == 0 &&
+            (args.m == 1 || (row_bytes % cuda::hopper::kTmaAlignBytes == 0 && args.c_stride_m >= args.n));
+  if (!use_tma) return {};
+  const EncodeTiledFn encode = tensor_map_encoder();
+  if (encode == nullptr) {
+    return "gemm (CUDA): cuTensorMapEncodeTiled is unavailable from the driver (needs CUDA >= 12.0)";
+  }
+  const int64_t padded_row = cuda::cdiv(args.n * cuda::kStoreElemBytes, cuda::hopper::kTmaAlignBytes) *
+                             cuda::hopper::kTmaAlignBytes;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(args.n), static_cast<cuuint64_t>(args.m)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(args.m == 1 ? padded_row : row_bytes)};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(cuda::kStoreChunkCols),
+                             static_cast<cuuint32_t>(cuda::hopper::kWgmmaM)};
+  const cuuint32_t elem_strides[2] = {1, 1};
+  const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, args.c, dims, strides, box,
+                            elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_64B,
+                            CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    return "gemm (CUDA): cuTensorMapEncodeTiled for `out` failed with CUresult " +
+           std::to_string(static_cast<int>(r)) + " (m " + std::to_string(args.m) + ", n " +
+           std::to_string(args.n) + ", row stride " + std::to_string(args.c_stride_m) + ")";
+  }
+  return {};
+}
+
 // ---- dispatch: one launcher per row of kTileConfigs ----
-using ConfigLauncher = cudaError_t (*)(const CUtensorMap&, const CUtensorMap&, const KernelParams&,
-                                       int grid, cudaStream_t);
+using ConfigLauncher = cudaError_t (*)(const CUtensorMap&, const CUtensorMap&, const CUtensorMap&,
+                                       const KernelParams&, int grid, cudaStream_t);
 
 template <int I>
 cudaLaunchConfig_t launch_config_for(int grid, cudaStream_t stream, cudaLaunchAttribute& cluster) {
@@ -138,8 +169,8 @@ cudaLaunchConfig_t launch_config_for(int grid, cudaStream_t stream, cudaLaunchAt
 }
 
 template <int I>
-cudaError_t launch_config(const CUtensorMap& ta, const CUtensorMap& tb, const KernelParams& p,
-                          int grid, cudaStream_t stream) {
+cudaError_t launch_config(const CUtensorMap& ta, const CUtensorMap& tb, const CUtensorMap& tc,
+                          const KernelParams& p, int grid, cudaStream_t stream) {
   constexpr TileConfig c = kTileConfigs[I];
   auto* kernel = &cuda::fp8_gemm_kernel<c.block_m, c.block_n, c.cluster_m>;
   constexpr int smem = cuda::smem_bytes(c);
@@ -148,7 +179,7 @@ cudaError_t launch_config(const CUtensorMap& ta, const CUtensorMap& tb, const Ke
   if (e != cudaSuccess) return e;
   cudaLaunchAttribute cluster{};
   const cudaLaunchConfig_t config = launch_config_for<I>(grid, stream, cluster);
-  e = cudaLaunchKernelEx(&config, kernel, ta, tb, p);
+  e = cudaLaunchKernelEx(&config, kernel, ta, tb, tc, p);
   if (e != cudaSuccess) return e;
   return cudaGetLastError();
 }
@@ -275,7 +306,11 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
                   (m == 1 || args.c_stride_m % 2 == 0);
   }
 
-  if (const cudaError_t e = kLaunchers[plan.config](map_a, map_b, p, plan.grid, stream); e != cudaSuccess) {
+  CUtensorMap map_c{};
+  if (err = encode_output(args, cfg, plan, map_c, p.tma_store); !err.empty()) return err;
+
+  if (const cudaError_t e = kLaunchers[plan.config](map_a, map_b, map_c, p, plan.grid, stream);
+      e != cudaSuccess) {
     return cuda_error("fp8_gemm_kernel launch", e);
   }
 
