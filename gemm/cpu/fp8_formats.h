@@ -70,7 +70,8 @@ inline constexpr Fp8Table kE4M3FNUZTable = make_fp8_table(kE4M3FNUZEncoding);
 static_assert(kE4M3FNTable[0x7E] == 448.0f && kE4M3FNTable[0xFE] == -448.0f, "e4m3fn max is 448");
 static_assert(kE4M3FNTable[0x01] == exp2_int(-9), "e4m3fn min subnormal is 2^-9");
 static_assert(kE4M3FNTable[0x7F] != kE4M3FNTable[0x7F], "e4m3fn 0x7F is NaN");
-static_assert(kE4M3FNUZTable[0x7F] == 240.0f && kE4M3FNUZTable[0xFF] == -240.0f, "e4m3fnuz max is 240");
+static_assert(kE4M3FNUZTable[0x7F] == 240.0f && kE4M3FNUZTable[0xFF] == -240.0f,
+              "e4m3fnuz max is 240");
 static_assert(kE4M3FNUZTable[0x01] == exp2_int(-10), "e4m3fnuz min subnormal is 2^-10");
 static_assert(kE4M3FNUZTable[0x80] != kE4M3FNUZTable[0x80], "e4m3fnuz 0x80 is NaN");
 
@@ -96,8 +97,10 @@ inline const Fp8Decoder* fp8_decoder(Fp8Format format) {
   static constexpr Fp8Decoder kFN{kE4M3FNEncoding, kE4M3FNTable.data()};
   static constexpr Fp8Decoder kFNUZ{kE4M3FNUZEncoding, kE4M3FNUZTable.data()};
   switch (format) {
-    case Fp8Format::kE4M3FN: return &kFN;
-    case Fp8Format::kE4M3FNUZ: return &kFNUZ;
+    case Fp8Format::kE4M3FN:
+      return &kFN;
+    case Fp8Format::kE4M3FNUZ:
+      return &kFNUZ;
   }
   return nullptr;
 }

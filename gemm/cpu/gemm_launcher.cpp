@@ -23,12 +23,12 @@
 #include <cstring>
 #include <utility>
 
-#include "fp8_formats.h"
-#include "x86_vector_isa.h"
-
 // Vector types cross function boundaries only inside one ISA's flattened entry point, so the
 // psABI note about passing them without that ISA enabled does not apply.
 #pragma GCC diagnostic ignored "-Wpsabi"
+
+#include "fp8_formats.h"
+#include "x86_vector_isa.h"
 
 #ifndef _OPENMP
 #warning "gemm CPU backend compiled without -fopenmp: at::parallel_for runs on one thread"
@@ -48,12 +48,17 @@ constexpr int64_t kMaxChunkRows = 1024;
 // Column tiles per thread below which row tiles are split across tasks too (load balance).
 constexpr int64_t kMinTasksPerThread = 2;
 
+// Work below which another thread costs more (fork/join, and a wait when cores are shared) than it
+// saves, in decoded FP8 elements; a decode costs about as much as this many multiply-adds.
+constexpr int64_t kMinElementsPerThread = int64_t{1} << 18;
+constexpr int64_t kMultiplyAddsPerDecode = 16;
+
 // Vectors per micro-tile row: two independent B loads per k step.
 constexpr int kVectorsPerRow = 2;
 // One register for the broadcast A value.
 constexpr int kBroadcastRegisters = 1;
 
-// Environment variable that pins the vector ISA path (avx512, avx2, sse2) instead of the widest one.
+// Pins the vector ISA path (avx512, avx2, sse2) instead of the widest one.
 constexpr const char* kIsaEnvVar = "GEMM_CPU_ISA";
 
 // Workspace carve-outs start on a cache line so packed panels never split one.
@@ -87,7 +92,8 @@ struct ChunkPlan {
   int64_t row_tiles;        // ceil(rows / row_tile)
   int64_t n_tiles;          // ceil(n / kTileN)
   int64_t tiles_per_split;  // row tiles per task
-  const float* a_pack;      // [k_blocks][row_tiles][kScaleBlockK][kMR]: one K block of all rows is contiguous
+  // [k_blocks][row_tiles][kScaleBlockK][kMR]: one K block of all rows is contiguous.
+  const float* a_pack;
 };
 
 // Decodes fp8 src[r * stride_row + k * stride_k] (r < valid_rows, k < k_len) into
@@ -121,7 +127,8 @@ inline void transpose_stage(Float* rows, std::integer_sequence<int, kLane...>) {
   for (int i = 0; i < kLanes; ++i) {
     if (i & kBlock) continue;
     const Float low = rows[i], high = rows[i + kBlock];
-    rows[i] = __builtin_shufflevector(low, high, ((kLane & kBlock) ? kLane - kBlock + kLanes : kLane)...);
+    rows[i] =
+        __builtin_shufflevector(low, high, ((kLane & kBlock) ? kLane - kBlock + kLanes : kLane)...);
     rows[i + kBlock] =
         __builtin_shufflevector(low, high, ((kLane & kBlock) ? kLane + kLanes : kLane + kBlock)...);
   }
@@ -252,8 +259,8 @@ inline void run_task(const ChunkPlan& plan, int64_t task, float* scratch) {
       if (g.b_stride_k == 1)
         decode_panel_vector<Isa>(src, g.b_stride_n, valid, Cfg::kNR, k_len, *plan.b_decoder, dst);
       else
-        decode_panel(src, g.b_stride_n, g.b_stride_k, valid, Cfg::kNR, k_len,
-                     plan.b_decoder->table, dst);
+        decode_panel(src, g.b_stride_n, g.b_stride_k, valid, Cfg::kNR, k_len, plan.b_decoder->table,
+                     dst);
     }
     const float b_scale = b_scale_row[kb * g.b_scale_stride_k];
     for (int64_t tile = tile_begin; tile < tile_end; ++tile) {
@@ -283,8 +290,7 @@ inline void run_task(const ChunkPlan& plan, int64_t task, float* scratch) {
                  g.c_stride_n);
       break;
     case OutFormat::kFP32:
-      store_tile(acc, rows, cols, static_cast<float*>(g.c) + c_offset, g.c_stride_m,
-                 g.c_stride_n);
+      store_tile(acc, rows, cols, static_cast<float*>(g.c) + c_offset, g.c_stride_m, g.c_stride_n);
       break;
   }
 }
@@ -293,11 +299,11 @@ inline void run_task(const ChunkPlan& plan, int64_t task, float* scratch) {
 using RunTaskFn = void (*)(const ChunkPlan&, int64_t, float*);
 
 __attribute__((target("avx512f,fma"), flatten)) void run_task_avx512(const ChunkPlan& plan,
-                                                                      int64_t task, float* scratch) {
+                                                                     int64_t task, float* scratch) {
   run_task<IsaAvx512>(plan, task, scratch);
 }
 __attribute__((target("avx2,fma"), flatten)) void run_task_avx2(const ChunkPlan& plan, int64_t task,
-                                                                 float* scratch) {
+                                                                float* scratch) {
   run_task<IsaAvx2Fma>(plan, task, scratch);
 }
 __attribute__((flatten)) void run_task_sse2(const ChunkPlan& plan, int64_t task, float* scratch) {
@@ -333,12 +339,15 @@ struct IsaSelection {
 IsaSelection select_path() {
   const char* forced = std::getenv(kIsaEnvVar);
   for (const IsaPath& path : kPaths)
-    if ((forced == nullptr || std::string(forced) == path.name) && path.supported()) return {&path, {}};
+    if ((forced == nullptr || std::string(forced) == path.name) && path.supported())
+      return {&path, {}};
   return {nullptr, std::string("gemm (CPU): ") + kIsaEnvVar +
                        " must be avx512, avx2 or sse2 and supported by this CPU, got " + forced};
 }
 
-size_t round_up(size_t bytes) { return (bytes + kCacheLineBytes - 1) / kCacheLineBytes * kCacheLineBytes; }
+size_t round_up(size_t bytes) {
+  return (bytes + kCacheLineBytes - 1) / kCacheLineBytes * kCacheLineBytes;
+}
 
 std::string format_error(const char* name, int32_t value) {
   return std::string("gemm (CPU): ") + name + " must be one of the enum values, got " +
@@ -375,7 +384,8 @@ std::string gemm_launch(const GemmArgs& args, const Workspace& workspace, void* 
   const size_t slot_bytes =
       round_up(sizeof(float) * (kTileN * kScaleBlockK + max_row_tiles * path.row_tile * kTileN));
   const size_t total_bytes = a_pack_bytes + slot_bytes * threads;
-  if (workspace.allocate == nullptr) return "gemm (CPU): workspace.allocate must be set, got nullptr";
+  if (workspace.allocate == nullptr)
+    return "gemm (CPU): workspace.allocate must be set, got nullptr";
   auto* base = static_cast<unsigned char*>(workspace.get(total_bytes));
   if (base == nullptr)
     return "gemm (CPU): workspace allocation of " + std::to_string(total_bytes) + " bytes failed";
@@ -394,17 +404,20 @@ std::string gemm_launch(const GemmArgs& args, const Workspace& workspace, void* 
     plan.n_tiles = n_tiles;
     plan.a_pack = a_pack;
 
-    at::parallel_for(0, plan.row_tiles * k_blocks, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t item = begin; item < end; ++item) {
-        const int64_t kb = item / plan.row_tiles, tile = item % plan.row_tiles;
-        const int64_t row = m_begin + tile * path.row_tile;
-        const int64_t k_begin = kb * kScaleBlockK;
-        decode_panel(a_bytes + row * args.a_stride_m + k_begin * args.a_stride_k, args.a_stride_m,
-                     args.a_stride_k, std::min(path.row_tile, args.m - row), path.row_tile,
-                     std::min(kScaleBlockK, args.k - k_begin), a_decoder->table,
-                     a_pack + item * kScaleBlockK * path.row_tile);
-      }
-    });
+    const int64_t a_panel_elements = path.row_tile * kScaleBlockK;
+    at::parallel_for(
+        0, plan.row_tiles * k_blocks, ceil_div(kMinElementsPerThread, a_panel_elements),
+        [&](int64_t begin, int64_t end) {
+          for (int64_t item = begin; item < end; ++item) {
+            const int64_t kb = item / plan.row_tiles, tile = item % plan.row_tiles;
+            const int64_t row = m_begin + tile * path.row_tile;
+            const int64_t k_begin = kb * kScaleBlockK;
+            decode_panel(a_bytes + row * args.a_stride_m + k_begin * args.a_stride_k,
+                         args.a_stride_m, args.a_stride_k, std::min(path.row_tile, args.m - row),
+                         path.row_tile, std::min(kScaleBlockK, args.k - k_begin), a_decoder->table,
+                         a_pack + item * kScaleBlockK * path.row_tile);
+          }
+        });
 
     // Split rows across tasks only when there are too few column tiles to balance the threads:
     // each split decodes its B panels again.
@@ -412,7 +425,11 @@ std::string gemm_launch(const GemmArgs& args, const Workspace& workspace, void* 
         plan.row_tiles, std::max<int64_t>(1, ceil_div(kMinTasksPerThread * threads, n_tiles)));
     plan.tiles_per_split = ceil_div(plan.row_tiles, splits);
     const int64_t tasks = n_tiles * ceil_div(plan.row_tiles, plan.tiles_per_split);
-    const int64_t slots = std::min(threads, tasks);
+    // A task decodes kTileN x K of B and does rows x kTileN x K multiply-adds.
+    const int64_t task_elements =
+        kTileN * args.k * (1 + plan.tiles_per_split * path.row_tile / kMultiplyAddsPerDecode);
+    const int64_t slots =
+        std::min({threads, tasks, ceil_div(tasks * task_elements, kMinElementsPerThread)});
     // Static round-robin of tasks over slots: each slot's scratch is used by one thread at a time
     // whatever thread runs it.
     at::parallel_for(0, slots, 1, [&](int64_t begin, int64_t end) {

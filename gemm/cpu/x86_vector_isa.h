@@ -32,7 +32,9 @@ struct IsaAvx2Fma {
   static constexpr const char* kName = "avx2";
   static constexpr int kVectorBytes = 32;
   static constexpr int kVectorRegisters = 16;
-  static bool supported() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
+  static bool supported() {
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  }
   __attribute__((target("avx2"))) static __m256i widen_bytes(const uint8_t* src) {
     return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src)));
   }
