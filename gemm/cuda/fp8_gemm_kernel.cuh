@@ -148,12 +148,12 @@ __device__ __forceinline__ void stage_fragment(const float (&acc)[kAcc], uint32_
   }
 }
 
-template <int kBlockM, int kBlockN, int kClusterM>
-__global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClusterM}), 1)
+template <int kBlockM, int kBlockN, int kClusterM, int kNSub>
+__global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClusterM, kNSub}), 1)
     fp8_gemm_kernel(const __grid_constant__ CUtensorMap tmap_a,
                     const __grid_constant__ CUtensorMap tmap_b,
                     const __grid_constant__ CUtensorMap tmap_c, const KernelParams p) {
-  constexpr TileConfig kCfg{kBlockM, kBlockN, kClusterM};
+  constexpr TileConfig kCfg{kBlockM, kBlockN, kClusterM, kNSub};
   constexpr int kStages = num_stages(kCfg);
   constexpr int kMathWG = num_math_warpgroups(kCfg);
   constexpr int kABytes = kBlockM * kBlockK;
@@ -167,9 +167,12 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
   constexpr int kScaleFloats = scale_stage_floats(kCfg);
   constexpr int kScaleWarp = 1;  // producer warp copying scales (warp 0 issues TMA)
   constexpr int kScaleThreadsPerRow = hopper::kWarpSize;
-  using Mma = WgmmaFp8<kBlockN>;
-  constexpr int kAcc = Mma::kAccRegs;
-  static_assert(kBlockM % hopper::kWgmmaM == 0 && kBlockN % hopper::kWgmmaNAlign == 0 &&
+  constexpr int kWgmmaN = kBlockN / kNSub;
+  using Mma = WgmmaFp8<kWgmmaN>;
+  constexpr int kTmpAcc = Mma::kAccRegs;
+  constexpr int kAcc = kTmpAcc * kNSub;
+  static_assert(kBlockM % hopper::kWgmmaM == 0 && kWgmmaN % hopper::kWgmmaNAlign == 0 &&
+                    kWgmmaN * kNSub == kBlockN &&
                     kBlockN <= hopper::kTmaMaxBox && kBlockM <= hopper::kTmaMaxBox,
                 "tile shape outside what wgmma/TMA take");
   static_assert(kABytes % hopper::kSwizzleAtomBytes == 0 && kBSliceBytes % hopper::kSwizzleAtomBytes == 0,
@@ -278,7 +281,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
     const int frag_row0 = hopper::frag_row(tid, 0);
     const int frag_col0 = hopper::frag_col(tid, 0);
     float acc[kAcc];
-    float tmp[kAcc];
+    float tmp[kTmpAcc];
     int iter = 0;
     for (int64_t u = cluster_id; u < p.units; u += num_clusters) {
       const WorkUnit w = decode_unit<kClusterM>(p, u, rank);
@@ -305,47 +308,55 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
         for (int j = 0; j < kMaxScaleBlocks; ++j) sb[j] = stage_scales[kBlockM + j];
         const uint64_t desc_a = hopper::make_smem_desc_k_major_sw128(
             ptx::smem_addr(smem_a + s * kABytes + warpgroup * hopper::kWgmmaM * kBlockK));
-        const uint64_t desc_b =
-            hopper::make_smem_desc_k_major_sw128(ptx::smem_addr(smem_b + s * kBBytes));
-        ptx::fence_regs(tmp);
-        ptx::wgmma_fence();
+        // BLOCK_N runs as kNSub sequential wgmma sub-tiles through one temporary accumulator, so a
+        // wide tile costs acc + tmp = BLOCK_N/2 + BLOCK_N/(2 kNSub) registers, not BLOCK_N.
 #pragma unroll
-        for (int ks = 0; ks < kKSteps; ++ks) {
-          Mma::mma(tmp, desc_a + ks * hopper::kDescKStep, desc_b + ks * hopper::kDescKStep, ks > 0);
-        }
-        ptx::wgmma_commit();
-        ptx::wgmma_wait<0>();
-        ptx::fence_regs(tmp);
-        if (lane == 0) {  // stage free: the next TMA may land (in every CTA the B slices reach)
-          if constexpr (kClusterM > 1) {
+        for (int j = 0; j < kNSub; ++j) {
+          const uint64_t desc_b = hopper::make_smem_desc_k_major_sw128(
+              ptx::smem_addr(smem_b + s * kBBytes + j * kWgmmaN * kBlockK));
+          ptx::fence_regs(tmp);
+          ptx::wgmma_fence();
 #pragma unroll
-            for (int c = 0; c < kClusterM; ++c) ptx::mbar_arrive_cluster(&empty_bar[s], c);
-          } else {
-            ptx::mbar_arrive(&empty_bar[s]);
+          for (int ks = 0; ks < kKSteps; ++ks) {
+            Mma::mma(tmp, desc_a + ks * hopper::kDescKStep, desc_b + ks * hopper::kDescKStep, ks > 0);
           }
-        }
+          ptx::wgmma_commit();
+          ptx::wgmma_wait<0>();
+          ptx::fence_regs(tmp);
+          if (j == kNSub - 1 && lane == 0) {
+            // Stage free: the next TMA may land (in every CTA the multicast B slices reach).
+            if constexpr (kClusterM > 1) {
+#pragma unroll
+              for (int c = 0; c < kClusterM; ++c) ptx::mbar_arrive_cluster(&empty_bar[s], c);
+            } else {
+              ptx::mbar_arrive(&empty_bar[s]);
+            }
+          }
 
-        if (one_scale_block) {
-          const float s0 = sa0 * sb[0], s1 = sa1 * sb[0];
+          float* acc_j = acc + j * kTmpAcc;
+          if (one_scale_block) {
+            const float s0 = sa0 * sb[0], s1 = sa1 * sb[0];
 #pragma unroll
-          for (int q = 0; q < kAcc; q += hopper::kFragRegsPerQuad) {
-            acc[q] = fmaf(tmp[q], s0, acc[q]);
-            acc[q + 1] = fmaf(tmp[q + 1], s0, acc[q + 1]);
-            acc[q + 2] = fmaf(tmp[q + 2], s1, acc[q + 2]);
-            acc[q + 3] = fmaf(tmp[q + 3], s1, acc[q + 3]);
-          }
-        } else {
-          // Column pairs never straddle a block boundary (boundaries and pairs are 8/2-aligned).
+            for (int q = 0; q < kTmpAcc; q += hopper::kFragRegsPerQuad) {
+              acc_j[q] = fmaf(tmp[q], s0, acc_j[q]);
+              acc_j[q + 1] = fmaf(tmp[q + 1], s0, acc_j[q + 1]);
+              acc_j[q + 2] = fmaf(tmp[q + 2], s1, acc_j[q + 2]);
+              acc_j[q + 3] = fmaf(tmp[q + 3], s1, acc_j[q + 3]);
+            }
+          } else {
+            // Column pairs never straddle a block boundary (boundaries and pairs are 8/2-aligned).
 #pragma unroll
-          for (int q = 0; q < kAcc; q += hopper::kFragRegsPerQuad) {
-            const int col = frag_col0 + (q / hopper::kFragRegsPerQuad) * hopper::kFragColStride;
-            float sbc = col < next_block_col ? sb[0] : sb[1];
-            if (kMaxScaleBlocks > 2 && col >= next_block_col + kScaleBlockN) sbc = sb[2];
-            const float s0 = sa0 * sbc, s1 = sa1 * sbc;
-            acc[q] = fmaf(tmp[q], s0, acc[q]);
-            acc[q + 1] = fmaf(tmp[q + 1], s0, acc[q + 1]);
-            acc[q + 2] = fmaf(tmp[q + 2], s1, acc[q + 2]);
-            acc[q + 3] = fmaf(tmp[q + 3], s1, acc[q + 3]);
+            for (int q = 0; q < kTmpAcc; q += hopper::kFragRegsPerQuad) {
+              const int col = j * kWgmmaN + frag_col0 +
+                              (q / hopper::kFragRegsPerQuad) * hopper::kFragColStride;
+              float sbc = col < next_block_col ? sb[0] : sb[1];
+              if (kMaxScaleBlocks > 2 && col >= next_block_col + kScaleBlockN) sbc = sb[2];
+              const float s0 = sa0 * sbc, s1 = sa1 * sbc;
+              acc_j[q] = fmaf(tmp[q], s0, acc_j[q]);
+              acc_j[q + 1] = fmaf(tmp[q + 1], s0, acc_j[q + 1]);
+              acc_j[q + 2] = fmaf(tmp[q + 2], s1, acc_j[q + 2]);
+              acc_j[q + 3] = fmaf(tmp[q + 3], s1, acc_j[q + 3]);
+            }
           }
         }
       }

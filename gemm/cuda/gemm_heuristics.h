@@ -20,15 +20,17 @@ struct TileConfig {
   int block_m;    // 64 * number of math warpgroups
   int block_n;    // wgmma N, % 8 == 0, <= 256 (a value not dividing 128 straddles B scale blocks)
   int cluster_m;  // CTAs of one cluster on adjacent M blocks; each loads 1/cluster_m of the shared
-                  // B tile and TMA-multicasts it, cutting L2->SM traffic (the large-M bottleneck)
+                  // B tile and TMA-multicasts it, cutting L2->SM traffic
+  int n_sub;      // wgmma sub-tiles per K block along N (one temporary accumulator reused): lets a
+                  // 256-wide tile fit the register file; fewer L2->SM bytes per FLOP
 };
 
 // BLOCK_M 64: decode / small M (one math warpgroup). BLOCK_M 128: two math warpgroups sharing B.
 // Non-power-of-two widths cut waves: 112 tiles N=7168 into 64 blocks, 192 tiles 24576 into 128.
 inline constexpr TileConfig kTileConfigs[] = {
-    {64, 64, 1}, {64, 96, 1}, {64, 112, 1}, {64, 128, 1}, {64, 192, 1},
-    {128, 112, 1}, {128, 128, 1},
-    {128, 112, 2}, {128, 128, 2}, {128, 160, 2},
+    {64, 64, 1, 1}, {64, 96, 1, 1}, {64, 112, 1, 1}, {64, 128, 1, 1}, {64, 192, 1, 1},
+    {128, 112, 1, 1}, {128, 128, 1, 1}, {128, 256, 1, 2},
+    {128, 112, 2, 1}, {128, 128, 2, 1}, {128, 160, 2, 1}, {128, 256, 2, 2},
 };
 constexpr int kMaxClusterM = 2;
 // First row with a cluster: the launcher asks the driver how many such clusters fit at once.
@@ -56,8 +58,9 @@ GEMM_HOST_DEVICE constexpr int scale_stage_floats(const TileConfig& c) {
 // a multiple of it stores straight from registers.
 constexpr int kStoreChunkCols = 32;
 constexpr int kStoreElemBytes = 2;
+constexpr int kMaxCSmemBytes = 32 * 1024;  // more would cost a pipeline stage of a wide tile
 GEMM_HOST_DEVICE constexpr bool tma_store_tile(const TileConfig& c) {
-  return c.block_n % kStoreChunkCols == 0;
+  return c.block_n % kStoreChunkCols == 0 && c.block_m * c.block_n * kStoreElemBytes <= kMaxCSmemBytes;
 }
 GEMM_HOST_DEVICE constexpr int c_smem_bytes(const TileConfig& c) {
   return tma_store_tile(c) ? c.block_m * c.block_n * kStoreElemBytes : 0;
