@@ -105,12 +105,6 @@ void decode_panel(const uint8_t* src, int64_t stride_row, int64_t stride_k, int6
                   int64_t vector_rows = 0, int64_t vector_k = 0) {
   for (int64_t r = 0; r < valid_rows; ++r) {
     const uint8_t* row = src + r * stride_row;
-    if (stride_k == 1) {
-      // The next K block of this row: a panel walks up to kTileN rows at once, more streams than
-      // the hardware prefetcher follows, so each row would otherwise miss on every block.
-      for (int64_t line = 0; line < kScaleBlockK; line += kCacheLineBytes)
-        __builtin_prefetch(row + kScaleBlockK + line);
-    }
     for (int64_t k = r < vector_rows ? vector_k : 0; k < k_len; ++k)
       dst[k * padded_rows + r] = table[row[k * stride_k]];
   }
@@ -256,11 +250,18 @@ inline void run_task(const ChunkPlan& plan, int64_t task, float* scratch) {
       const uint8_t* src = b_bytes + n * g.b_stride_n + k_begin * g.b_stride_k;
       const int64_t valid = std::min<int64_t>(Cfg::kNR, g.n - n);
       float* dst = b_pack + s * Cfg::kNR * kScaleBlockK;
-      if (g.b_stride_k == 1)
+      if (g.b_stride_k == 1) {
+        // This strip's next K block: a task walks kTileN rows at once, more streams than the
+        // hardware prefetcher follows, so each row would otherwise miss on every block.
+        const int64_t next_len = std::min(kScaleBlockK, g.k - k_begin - kScaleBlockK);
+        for (int64_t r = 0; r < valid; ++r)
+          for (int64_t line = 0; line < next_len; line += kCacheLineBytes)
+            __builtin_prefetch(src + r * g.b_stride_n + kScaleBlockK + line);
         decode_panel_vector<Isa>(src, g.b_stride_n, valid, Cfg::kNR, k_len, *plan.b_decoder, dst);
-      else
+      } else {
         decode_panel(src, g.b_stride_n, g.b_stride_k, valid, Cfg::kNR, k_len, plan.b_decoder->table,
                      dst);
+      }
     }
     const float b_scale = b_scale_row[kb * g.b_scale_stride_k];
     for (int64_t tile = tile_begin; tile < tile_end; ++tile) {

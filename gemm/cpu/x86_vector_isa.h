@@ -1,4 +1,6 @@
-// x86-64 vector-register facts the CPU micro-kernel is blocked for.
+// x86-64 vector-register facts the CPU micro-kernel is blocked for, and the one per-ISA step the
+// generic vector code needs written with intrinsics (byte -> int32 zero extension: PMOVZXBD, or
+// PUNPCKLBW/PUNPCKLWD on SSE2; Intel Intrinsics Guide).
 //
 // Source: Intel 64 and IA-32 Architectures Software Developer's Manual, Vol. 1: §10.2 (SSE: 16
 // 128-bit XMM registers in 64-bit mode), §14.1 (AVX/AVX2: 16 256-bit YMM registers; FMA in §14.5),
@@ -46,8 +48,11 @@ struct IsaAvx512 {
   static constexpr int kVectorRegisters = 32;
   // libgcc's check includes the OS saving the ZMM state (XGETBV), not only CPUID.
   static bool supported() { return __builtin_cpu_supports("avx512f"); }
+  static constexpr __mmask16 kAllLanes = 0xFFFF;
   __attribute__((target("avx512f"))) static __m512i widen_bytes(const uint8_t* src) {
-    return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
+    // The zero-masked form: the plain one trips -Wmaybe-uninitialized in GCC 12's own header.
+    return _mm512_maskz_cvtepu8_epi32(kAllLanes,
+                                      _mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
   }
 };
 
