@@ -1,14 +1,15 @@
 // CPU backend of gemm::gemm_launch (see ../gemm_launcher.h for the contract).
 //
 // Numerics (the recipe, in this order): for every 128-wide K block kb,
-//   partial[m, n] = sum_k decode(A[m, k]) * decode(B[n, k])      (fp32, k ascending, FMA)
-//   acc[m, n]     = acc[m, n] + partial[m, n] * (As[m, kb] * Bs[n / 128, kb])   (fp32)
+//   partial[m, n] = sum_k decode(A[m, k]) * decode(B[n, k])       (fp32, k ascending)
+//   acc[m, n]     = acc[m, n] + partial[m, n] * (As[m, kb] * Bs[n / 128, kb])    (fp32)
 // then acc is rounded once to the output format (bf16/fp16: round to nearest even, NaN kept).
+// The AVX-512 and AVX2 paths fuse each multiply-add (FMA); the SSE2 fallback rounds twice.
 // Every output element is computed by one thread in a fixed order, so results do not depend on
 // the thread count.
 //
 // Blocking: rows are processed in chunks whose A is decoded once into a packed fp32 panel
-// ([row tile][K block][k][kMR]); each task owns a kTileN-column strip of B, decodes one K block of
+// ([K block][row tile][k][kMR]); each task owns a kTileN-column strip of B, decodes one K block of
 // it at a time into a packed panel ([k][kNR] per strip, hot in L1/L2) and reuses it for every row
 // tile of the chunk. The micro-kernel keeps a kMR x kNR partial product in vector registers for one
 // K block, then promotes it into the task's fp32 accumulator tile with the per-row scale.
