@@ -145,6 +145,23 @@ def test_fn_extremes_fold(lib):
     check(lib, a, b, a_scale, b_scale, out_dtype=torch.float32)
 
 
+@pytest.mark.parametrize("dtype,nan_byte", [(FNUZ, 0x80), (FN, 0x7F)], ids=["fnuz", "fn"])
+@pytest.mark.parametrize("index", [-1, 7], ids=["heuristic", "split4"])
+def test_nan_stays_in_its_row(lib, dtype, nan_byte, index):
+    # One NaN in A[5, 300] (K block 2) must poison exactly row 5 of C: nothing leaks across lanes,
+    # tiles or splits, and the fn fold keeps NaN a NaN.
+    a, b, a_scale, b_scale = problem(21, 40, 72, 512, a_dtype=dtype)
+    clean = a.clone()
+    a.view(torch.uint8)[5, 300] = nan_byte
+    c = torch.full((40, 72), float("nan"), dtype=torch.float32)
+    err, _ = E.run(lib, a, b, a_scale, b_scale, c, index)
+    assert err == "", err
+    assert c[5].isnan().all()
+    rest = torch.arange(40) != 5
+    ref, bound = E.reference(clean, b, a_scale, b_scale)
+    assert not E.mismatches(c[rest], ref[rest], bound[rest]).any()
+
+
 # ---- determinism -----------------------------------------------------------------------------
 @pytest.mark.kernels_ci
 @pytest.mark.parametrize("index", [-1, 4, 7], ids=["heuristic", "split2", "split4"])

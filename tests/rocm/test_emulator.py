@@ -152,3 +152,11 @@ def test_reads_past_a_guarded_buffer_fault_instead_of_crashing(probe_lib):
     np.testing.assert_array_equal(out[:64], data[:64])  # the other threads ran to completion
     rc, err, _ = gather(probe_lib, data, [1])  # and the runtime is clean afterwards
     assert rc == 0, err
+
+
+def test_lds_starts_poisoned_in_every_block(probe_lib):
+    out = np.zeros((3, 64), np.int32)
+    err = err_buf()
+    assert probe_lib.emu_lds_poison_probe(3, ptr(out), err, ERR_LEN) == 0, err.value
+    assert (out[0] == 7).all()
+    assert (out[1:].view(np.uint32) == 0x80808080).all(), "a block saw an earlier block's LDS"

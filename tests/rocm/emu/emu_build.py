@@ -18,10 +18,11 @@ REPO_ROOT = EMU_DIR.parents[2]
 CLANG_CANDIDATES = ("clang++-19",)
 
 # Flags shared by every emulation build: the fake runtime first on the include path, the repository
-# root for "gemm/..." includes, C++20 for std::barrier-era primitives, -O2 because one OS thread per
-# GPU thread is slow enough already.
+# root for "gemm/..." includes, C++20 for std::binary_semaphore, -O2 because one OS thread per GPU
+# thread is slow enough already, hidden visibility so that two libraries loaded in one process (the
+# GEMM and its wrong-lane-map twin) share no emulator state; only EMU_EXPORT functions are visible.
 COMMON_FLAGS = [
-    "-x", "c++", "-std=c++20", "-O2", "-fPIC", "-shared", "-pthread",
+    "-x", "c++", "-std=c++20", "-O2", "-fPIC", "-shared", "-pthread", "-fvisibility=hidden",
     "-Wall", "-Wextra", "-Werror", "-Wno-psabi",
     "-I", str(EMU_DIR / "include"), "-I", str(REPO_ROOT),
     "-DGEMM_HIP_EMULATION",

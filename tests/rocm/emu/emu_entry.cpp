@@ -113,10 +113,13 @@ const gemm::rocm::TileShape& tile_of(const gemm::rocm::RocmConfig& c) { return g
 
 extern "C" {
 
-int emu_num_configs() { return static_cast<int>(gemm::rocm::all_configs().size()); }
+// Entry points for ctypes; everything else stays hidden (-fvisibility=hidden).
+#define EMU_EXPORT __attribute__((visibility("default")))
+
+EMU_EXPORT int emu_num_configs() { return static_cast<int>(gemm::rocm::all_configs().size()); }
 
 // Fields of test config `index`: tile, split_k, group_m, block_m, block_n, threads, mfma_m.
-int emu_config(int index, int64_t* out) {
+EMU_EXPORT int emu_config(int index, int64_t* out) {
   const auto configs = gemm::rocm::all_configs();
   if (index < 0 || index >= static_cast<int>(configs.size())) return 1;
   const auto& c = configs[index];
@@ -127,7 +130,7 @@ int emu_config(int index, int64_t* out) {
 }
 
 // The heuristic's choice for these args on `cu_count` CUs: tile, split_k, group_m.
-void emu_select_config(const EmuGemmArgs* args, int cu_count, int64_t* out) {
+EMU_EXPORT void emu_select_config(const EmuGemmArgs* args, int cu_count, int64_t* out) {
   const auto c = gemm::rocm::select_config(to_gemm_args(*args), cu_count);
   out[0] = c.tile, out[1] = c.split_k, out[2] = c.group_m;
 }
@@ -135,7 +138,7 @@ void emu_select_config(const EmuGemmArgs* args, int cu_count, int64_t* out) {
 // config_index < 0: gemm::gemm_launch (the heuristic); else launch_with_config(all_configs()[index]).
 // Returns 0 on success; the launcher's error (or the emulator's fault) goes to `err`.
 // Every tensor (and every workspace request) is copied into a guarded buffer first, C is copied back.
-int emu_gemm(const EmuGemmArgs* args, int config_index, EmuStats* stats, char* err, int err_len) {
+EMU_EXPORT int emu_gemm(const EmuGemmArgs* args, int config_index, EmuStats* stats, char* err, int err_len) {
   hip_emu::reset_faults();
   *stats = EmuStats{};
   const int64_t launches_before = hip_emu::launch_count.load();
@@ -183,6 +186,6 @@ int emu_gemm(const EmuGemmArgs* args, int config_index, EmuStats* stats, char* e
   return result.empty() ? 0 : 1;
 }
 
-void emu_set_deadlock_timeout_ms(int ms) { hip_emu::deadlock_timeout_ms = ms; }
+EMU_EXPORT void emu_set_deadlock_timeout_ms(int ms) { hip_emu::deadlock_timeout_ms = ms; }
 
 }  // extern "C"

@@ -144,6 +144,17 @@ __global__ void gather_probe(const uint8_t* data, const int* index, uint8_t* out
   out[threadIdx.x] = data[index[threadIdx.x]];
 }
 
+// Block 0 writes LDS, every block reads it: blocks after the first must see the poison, not block 0's
+// leftovers (LDS starts undefined on the GPU).
+// (Indexed by thread: LLVM may split a small constant-indexed static array into scalars outside
+// the section, which real kernels' LDS tiles never are.)
+__global__ void lds_poison_probe(int* out) {
+  __shared__ int slot[kWaveSize];
+  if (blockIdx.x == 0) slot[threadIdx.x] = 7;
+  __syncthreads();
+  out[blockIdx.x * kWaveSize + threadIdx.x] = slot[(threadIdx.x + 1) % kWaveSize];
+}
+
 // The error of the last launch (empty on success), as the GEMM launcher would report it.
 int finish(char* err, int err_len) {
   const hipError_t e = hipGetLastError();
@@ -194,22 +205,25 @@ void layout_tables(int* fwd_a, int* fwd_b, int* fwd_d, int* inv_a, int* inv_b, i
 
 extern "C" {
 
+// Entry points for ctypes; everything else stays hidden (-fvisibility=hidden).
+#define EMU_EXPORT __attribute__((visibility("default")))
+
 // shape: 32 -> Mfma32x32x16, 16 -> Mfma16x16x32. Each table holds (lane, slot) or (row, col) pairs.
-int emu_layout_tables(int shape, int* fwd_a, int* fwd_b, int* fwd_d, int* inv_a, int* inv_b, int* inv_d) {
+EMU_EXPORT int emu_layout_tables(int shape, int* fwd_a, int* fwd_b, int* fwd_d, int* inv_a, int* inv_b, int* inv_d) {
   if (shape == 32) layout_tables<Mfma32x32x16>(fwd_a, fwd_b, fwd_d, inv_a, inv_b, inv_d);
   else if (shape == 16) layout_tables<Mfma16x16x32>(fwd_a, fwd_b, fwd_d, inv_a, inv_b, inv_d);
   else return 1;
   return 0;
 }
 
-void emu_decode_fnuz(float* out) {
+EMU_EXPORT void emu_decode_fnuz(float* out) {
   for (int v = 0; v < 256; ++v) out[v] = hip_emu::kFnuzTable[v];
 }
 
-void emu_set_deadlock_timeout_ms(int ms) { hip_emu::deadlock_timeout_ms = ms; }
+EMU_EXPORT void emu_set_deadlock_timeout_ms(int ms) { hip_emu::deadlock_timeout_ms = ms; }
 
 // `problems` MFMAs, `waves_per_block` wavefronts per block.
-int emu_mfma_probe(int shape, int use_inverse, int problems, int waves_per_block, const uint8_t* a,
+EMU_EXPORT int emu_mfma_probe(int shape, int use_inverse, int problems, int waves_per_block, const uint8_t* a,
                    const uint8_t* b, const float* c, float* d, char* err, int err_len) {
   const dim3 grid(problems / waves_per_block), block(waves_per_block * kWaveSize);
   if (shape == 32 && use_inverse) hipLaunchKernelGGL(mfma_probe<Mfma32x32x16, true>, grid, block, 0, nullptr, a, b, c, d);
@@ -219,29 +233,29 @@ int emu_mfma_probe(int shape, int use_inverse, int problems, int waves_per_block
   return finish(err, err_len);
 }
 
-int emu_rotate_probe(const int* grid3, const int* block3, const int* in, int* out, int rounds,
+EMU_EXPORT int emu_rotate_probe(const int* grid3, const int* block3, const int* in, int* out, int rounds,
                      int dynamic_lds, char* err, int err_len) {
   hipLaunchKernelGGL(rotate_probe, dim3(grid3[0], grid3[1], grid3[2]), dim3(block3[0], block3[1], block3[2]),
                      dynamic_lds, nullptr, in, out, rounds);
   return finish(err, err_len);
 }
 
-int emu_early_exit_probe(int threads, int live, const int* in, int* out, char* err, int err_len) {
+EMU_EXPORT int emu_early_exit_probe(int threads, int live, const int* in, int* out, char* err, int err_len) {
   hipLaunchKernelGGL(early_exit_probe, dim3(1), dim3(threads), 0, nullptr, in, out, live);
   return finish(err, err_len);
 }
 
-int emu_deadlock_probe(int threads, int* out, char* err, int err_len) {
+EMU_EXPORT int emu_deadlock_probe(int threads, int* out, char* err, int err_len) {
   hipLaunchKernelGGL(deadlock_probe, dim3(1), dim3(threads), 0, nullptr, out);
   return finish(err, err_len);
 }
 
-int emu_readfirstlane_probe(int threads, const int* in, int* out, char* err, int err_len) {
+EMU_EXPORT int emu_readfirstlane_probe(int threads, const int* in, int* out, char* err, int err_len) {
   hipLaunchKernelGGL(readfirstlane_probe, dim3(1), dim3(threads), 0, nullptr, in, out);
   return finish(err, err_len);
 }
 
-int emu_buffer_probe(const uint8_t* base, int num_records, int threads, const int* voffset, int soffset,
+EMU_EXPORT int emu_buffer_probe(const uint8_t* base, int num_records, int threads, const int* voffset, int soffset,
                      int bytes, uint8_t* out, char* err, int err_len) {
   hipLaunchKernelGGL(buffer_probe, dim3(1), dim3(threads), 0, nullptr, base, num_records, voffset, soffset,
                      bytes, out);
@@ -249,7 +263,7 @@ int emu_buffer_probe(const uint8_t* base, int num_records, int threads, const in
 }
 
 // Gathers from a guarded copy of `bytes` bytes of `src` (16-byte aligned) with `threads` threads.
-int emu_gather_probe(const uint8_t* src, int bytes, int threads, const int* index, uint8_t* out, char* err,
+EMU_EXPORT int emu_gather_probe(const uint8_t* src, int bytes, int threads, const int* index, uint8_t* out, char* err,
                      int err_len) {
   const hip_emu::GuardedBuffer buffer("probe buffer", bytes, 0, src);
   hip_emu::describe_address = [](uintptr_t address) { return "address " + hip_emu::hex(address); };
@@ -258,7 +272,12 @@ int emu_gather_probe(const uint8_t* src, int bytes, int threads, const int* inde
   return finish(err, err_len);
 }
 
-int emu_cu_count() {
+EMU_EXPORT int emu_lds_poison_probe(int blocks, int* out, char* err, int err_len) {
+  hipLaunchKernelGGL(lds_poison_probe, dim3(blocks), dim3(64), 0, nullptr, out);
+  return finish(err, err_len);
+}
+
+EMU_EXPORT int emu_cu_count() {
   int device = -1, cus = 0;
   if (hipGetDevice(&device) != hipSuccess) return -1;
   if (hipDeviceGetAttribute(&cus, hipDeviceAttributeMultiprocessorCount, device) != hipSuccess) return -1;

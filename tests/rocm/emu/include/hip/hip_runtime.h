@@ -45,8 +45,15 @@
 #define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
-// Blocks run one after another, so one static instance per declaration is the block's LDS.
-#define __shared__ static
+// Blocks run one after another, so one static instance per declaration is the block's LDS. All of
+// them live in one section, which the launcher poisons before every block: LDS starts undefined on
+// the GPU, so nothing may depend on an earlier block's (or the loader's zero) contents.
+#define __shared__ static __attribute__((section("hip_emu_lds")))
+extern "C" {
+// Bounds of the section, provided by the linker (weak: a TU without __shared__ has none).
+extern uint8_t __start_hip_emu_lds[] __attribute__((weak, visibility("hidden")));
+extern uint8_t __stop_hip_emu_lds[] __attribute__((weak, visibility("hidden")));
+}
 
 struct dim3 {
   uint32_t x, y, z;
@@ -180,6 +187,13 @@ inline thread_local int tl_lane = 0;
 // An exited lane's operand bytes read as fp8 NaN (0x80 in e4m3fnuz), so a kernel that calls a
 // wave-uniform builtin from a partial wavefront gets NaN rather than stale data.
 constexpr uint64_t kPoisonFp8x8 = 0x8080808080808080ull;
+// Fresh LDS reads as fp8 NaN bytes (0x80) too; as fp32 that is -1.2e-38, as an index it is huge.
+constexpr int kLdsPoisonByte = 0x80;
+
+inline void poison_lds() {
+  if (__start_hip_emu_lds != nullptr)
+    std::memset(__start_hip_emu_lds, kLdsPoisonByte, static_cast<size_t>(__stop_hip_emu_lds - __start_hip_emu_lds));
+}
 
 inline void exit_thread() {
   tl_wave->a[tl_lane] = tl_wave->b[tl_lane] = kPoisonFp8x8;
@@ -291,6 +305,7 @@ void launch(void (*kernel)(Params...), dim3 grid, dim3 block, uint32_t dynamic_l
       for (uint32_t bx = 0; bx < grid.x; ++bx) {
         const dim3 index(bx, by, bz);
         Block state(n, index);
+        poison_lds();
         ThreadPool::instance().run(n, [&](int t) {
           threadIdx = dim3(t % block.x, t / block.x % block.y, t / (block.x * block.y));
           blockIdx = index;
