@@ -312,9 +312,9 @@ __global__ __launch_bounds__(kTiles[kTileIndex].threads()) void gemm_fp8_kernel(
   OperandStager<kTile.block_n, kThreads> stage_b;
   float a_scale_next[kSubM][Layout::kAccum], b_scale_next = 0.0f;
   const float* b_scale_row = p.b_scale + (n0 / kScaleBlockN) * p.b_scale_stride_n;
+  // Scales first: any wait the compiler inserts for their registers (the two scale paths share them)
+  // then precedes the operand loads instead of draining them before the MFMAs.
   auto load_stage = [&](int64_t kb) __attribute__((always_inline)) {
-    stage_a.load(p.a, m0, kb * kBlockK, p.k, tid);
-    stage_b.load(p.b, n0, kb * kBlockK, p.k, tid);
     const float* a_scale_col = p.a_scale + kb * p.a_scale_stride_k;
     if (p.a_scale_vector) {
 #pragma unroll
@@ -335,6 +335,8 @@ __global__ __launch_bounds__(kTiles[kTileIndex].threads()) void gemm_fp8_kernel(
         }
     }
     b_scale_next = b_scale_row[kb * p.b_scale_stride_k];
+    stage_a.load(p.a, m0, kb * kBlockK, p.k, tid);
+    stage_b.load(p.b, n0, kb * kBlockK, p.k, tid);
   };
   auto store_stage = [&](int stage, int64_t kb) __attribute__((always_inline)) {
     stage_a.store(lds_a[stage], p.a, kb * kBlockK, p.k, tid);

@@ -6,7 +6,8 @@ scripts/rocm/setup_toolchain.sh (-std=c++20 -Wall -Werror -O3); the assembly mus
 MFMA instructions the kernel is written for; every kernel's resources (-Rpass-analysis=
 kernel-resource-usage) must meet its target: no scratch, no VGPR spill, LDS <= 64 KiB, and for a GEMM
 tile the LDS and VGPR+AGPR budget that rocm_config.h designs for (read from the header through a
-tiny C++ program, not restated here). Compiling for gfx90a must fail for want of fp8-insts, which
+tiny C++ program, not restated here). The object is also built as C++17 (kernel-builder's standard
+before torch 2.12). Compiling for gfx90a must fail for want of fp8-insts, which
 shows the check depends on the target. Prints a resource table and closes with `N passed, M failed`.
 """
 from __future__ import annotations
@@ -24,7 +25,9 @@ TARGET = "gfx942"
 WRONG_TARGET = "gfx90a"  # CDNA2: no FP8 MFMA
 CLANG = os.environ.get("CLANGXX", "clang++-19")
 HOST_CXX = os.environ.get("CXX", "g++")
-FLAGS = ["-x", "hip", "-std=c++20", "-Wall", "-Werror", "-O3"]
+STANDARD = "-std=c++20"
+OLDER_STANDARD = "-std=c++17"  # kernel-builder builds with C++17 for torch < 2.12, C++20 from 2.12
+FLAGS = ["-x", "hip", "-Wall", "-Werror", "-O3"]
 REQUIRED_MFMA = "v_mfma_f32_32x32x16_fp8_fp8"
 OPTIONAL_MFMA = ["v_mfma_f32_16x16x32_fp8_fp8"]  # required when the source's kernels name it
 LDS_LIMIT = 64 * 1024  # bytes per workgroup on CDNA3
@@ -66,8 +69,9 @@ def toolchain() -> Path:
     return tree
 
 
-def clang(tree: Path, source: Path, out: Path, *extra: str, arch: str = TARGET) -> subprocess.CompletedProcess:
-    cmd = [CLANG, *FLAGS, f"--offload-arch={arch}", f"--rocm-path={tree}", "-I", str(REPO), *extra,
+def clang(tree: Path, source: Path, out: Path, *extra: str, arch: str = TARGET,
+          standard: str = STANDARD) -> subprocess.CompletedProcess:
+    cmd = [CLANG, *FLAGS, standard, f"--offload-arch={arch}", f"--rocm-path={tree}", "-I", str(REPO), *extra,
            str(source), "-o", str(out)]
     return subprocess.run(cmd, capture_output=True, text=True)
 
@@ -112,7 +116,10 @@ def check_source(source: Path, tree: Path, tmp: Path, targets: dict, checks: Che
     rel = source.relative_to(REPO)
     obj = tmp / (source.stem + ".o")
     result = clang(tree, source, obj, "-c")
-    checks.check(result.returncode == 0 and obj.is_file(), f"{rel}: host+device object for {TARGET}",
+    checks.check(result.returncode == 0 and obj.is_file(), f"{rel}: host+device object for {TARGET} ({STANDARD})",
+                 result.stderr.strip()[-2000:])
+    result = clang(tree, source, tmp / (source.stem + ".cxx17.o"), "-c", standard=OLDER_STANDARD)
+    checks.check(result.returncode == 0, f"{rel}: host+device object for {TARGET} ({OLDER_STANDARD})",
                  result.stderr.strip()[-2000:])
 
     asm = tmp / (source.stem + ".s")
