@@ -168,10 +168,12 @@ constexpr RocmConfig estimate_config(int64_t m, int64_t n, int64_t k, int cu_cou
   return best;
 }
 
-// The choice for (m, n, k): the pinned entry if the shape is tuned, else the estimate.
+// The choice for (m, n, k): the pinned entry if the shape is tuned and the device is the one the
+// table was made for (an MI300X's CU count), else the estimate for this device.
 constexpr RocmConfig select_config(int64_t m, int64_t n, int64_t k, int cu_count) {
-  for (const TunedShape& tuned : kTuned)
-    if (tuned.m == m && tuned.n == n && tuned.k == k) return tuned.config;
+  if (cu_count == kMi300xCuCount)
+    for (const TunedShape& tuned : kTuned)
+      if (tuned.m == m && tuned.n == n && tuned.k == k) return tuned.config;
   return estimate_config(m, n, k, cu_count);
 }
 
