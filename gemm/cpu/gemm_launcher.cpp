@@ -45,6 +45,8 @@ static_assert(kScaleBlockN % kTileN == 0, "a column tile must not straddle a B s
 // Rows whose decoded A is held at once: bounds the workspace for long prefills while decoding
 // each B panel only once per this many rows (B decode cost / FMA cost ~ vector lanes / rows).
 constexpr int64_t kMaxChunkRows = 1024;
+// ... and fewer rows when K is so long that the decoded A of kMaxChunkRows would exceed this.
+constexpr int64_t kMaxPackedABytes = int64_t{256} << 20;
 
 // Column tiles per thread below which row tiles are split across tasks too (load balance).
 constexpr int64_t kMinTasksPerThread = 2;
@@ -375,7 +377,10 @@ std::string gemm_launch(const GemmArgs& args, const Workspace& workspace, void* 
   if (selection.path == nullptr) return selection.error;
   const IsaPath& path = *selection.path;
   const int64_t k_blocks = ceil_div(args.k, kScaleBlockK);
-  const int64_t chunk_rows = std::max<int64_t>(1, kMaxChunkRows / path.row_tile) * path.row_tile;
+  const int64_t padded_k = k_blocks * kScaleBlockK;
+  const int64_t max_chunk_rows =
+      std::min(kMaxChunkRows, kMaxPackedABytes / (padded_k * static_cast<int64_t>(sizeof(float))));
+  const int64_t chunk_rows = std::max<int64_t>(1, max_chunk_rows / path.row_tile) * path.row_tile;
   const int64_t max_row_tiles = ceil_div(std::min(args.m, chunk_rows), path.row_tile);
   const int64_t n_tiles = ceil_div(args.n, kTileN);
   const int64_t threads = std::max<int64_t>(1, at::get_num_threads());
