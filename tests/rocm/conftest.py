@@ -13,11 +13,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "emu"))
 import emu_build  # noqa: E402
 
 
-def pytest_configure(config):
-    config.addinivalue_line("markers", "rocm_emu: executes the gfx942 HIP source on the CPU emulator")
-    config.addinivalue_line("markers", "kernels_ci: fast subset run on every CI job")
-
-
 @pytest.fixture(scope="session")
 def emu_clang() -> str:
     clang = emu_build.find_clang()

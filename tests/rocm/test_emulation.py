@@ -74,6 +74,8 @@ def test_every_config_ragged(lib, configs, index):
 
 
 def test_all_test_configs_listed(configs):
+    # test_every_config_ragged is parametrized over 8 indices: a new config must be added there too.
+    assert len(configs) == 8, f"the launcher lists {len(configs)} test configs; update test_every_config_ragged"
     tiles = {c.tile for c in configs}
     assert len(tiles) >= 4 and {c.mfma_m for c in configs} == {16, 32}
     assert any(c.split_k > 1 for c in configs) and any(c.split_k == 1 for c in configs)
