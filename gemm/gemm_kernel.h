@@ -117,7 +117,7 @@ __device__ __forceinline__ uint32_t fold_e4m3fn_to_fnuz(uint32_t x) {
   const uint32_t zero = ~(magnitude + kMagnitude) & kSignBits;  // 0x80 where the magnitude is 0
   const uint32_t negative_zero = zero & x;
   const uint32_t nan = (magnitude + kOnes) & kSignBits;  // 0x80 where the magnitude is 0x7F
-  x &= ~((negative_zero >> 7) * kByte);
+  x &= ~((negative_zero >> 7) * kByte);  // 0x80 flag -> 0x01 -> 0xFF byte mask
   return (x & ~((nan >> 7) * kByte)) | nan;
 }
 
@@ -127,7 +127,8 @@ __device__ __forceinline__ u32x4 fold_chunk(u32x4 v) {
 }
 
 // One aligned 16-byte load at `offset` of `base`. Callers clamp out-of-range coordinates to a valid
-// chunk and zero the result with a select, so loads never branch per lane.
+// chunk (its bytes are then zeroed past K, or land in rows the epilogue never writes), so loads never
+// branch per lane.
 __device__ __forceinline__ u32x4 load_chunk(const uint8_t* base, int64_t offset) {
   return *reinterpret_cast<const u32x4*>(base + offset);
 }
@@ -253,14 +254,17 @@ __device__ __forceinline__ TileCoord swizzle_tile(int id, int tiles_m, int tiles
   return {first_m + in_group % rows, in_group / rows};
 }
 
+constexpr int kScalesPerLoad = 4;  // fp32 A scales in one 16-byte load
+
 // True when accumulator elements 4q..4q+3 of every lane hold 4 consecutive rows (both FP8 MFMA
 // layouts do), so their 4 A scales are one 16-byte load when the scales are M-contiguous.
 template <class Layout>
 constexpr bool accum_rows_in_fours() {
   for (int lane = 0; lane < cdna3::kWaveSize; ++lane)
     for (int e = 0; e < Layout::kAccum; ++e)
-      if (Layout::d_of(lane, e).row != Layout::d_of(lane, e / 4 * 4).row + e % 4) return false;
-  return Layout::kAccum % 4 == 0;
+      if (Layout::d_of(lane, e).row != Layout::d_of(lane, e / kScalesPerLoad * kScalesPerLoad).row + e % kScalesPerLoad)
+        return false;
+  return Layout::kAccum % kScalesPerLoad == 0;
 }
 
 // ---- The kernel -----------------------------------------------------------------------------
@@ -320,10 +324,10 @@ __global__ __launch_bounds__(kTiles[kTileIndex].threads()) void gemm_fp8_kernel(
 #pragma unroll
       for (int i = 0; i < kSubM; ++i)
 #pragma unroll
-        for (int e = 0; e < Layout::kAccum; e += 4) {
+        for (int e = 0; e < Layout::kAccum; e += kScalesPerLoad) {
           const int64_t row = m0 + wave_m * kWaveM + i * Layout::kM + Layout::d_of(lane, e).row;
-          const f32x4 v = *reinterpret_cast<const f32x4*>(a_scale_col + (row < p.m ? row : (p.m - 1) / 4 * 4));
-          for (int r = 0; r < 4; ++r) a_scale_next[i][e + r] = v[r];
+          const f32x4 v = *reinterpret_cast<const f32x4*>(a_scale_col + (row < p.m ? row : (p.m - 1) / kScalesPerLoad * kScalesPerLoad));
+          for (int r = 0; r < kScalesPerLoad; ++r) a_scale_next[i][e + r] = v[r];
         }
     } else {
 #pragma unroll
