@@ -33,7 +33,7 @@ RocmConfig select_config(const GemmArgs& args, int cu_count) {
 namespace {
 
 std::string hip_error(const char* what, hipError_t err) {
-  return std::string("gemm (ROCm): ") + what + " failed: " + hipGetErrorString(err);
+  return std::string("ROCm: ") + what + " failed: " + hipGetErrorString(err);
 }
 
 std::string check_launch(const char* kernel) {
@@ -74,7 +74,7 @@ std::string stage_operand(Operand& op, uint8_t* dst, int64_t k, hipStream_t stre
   const TransposeParams params{op.data, op.stride_row, op.stride_k, dst, op.staged_ld,
                                op.rows, k, ceil_div(k, kTransposeTile), rows_contiguous};
   const int64_t blocks = ceil_div(op.rows, kTransposeTile) * params.tiles_k;
-  if (blocks > kMaxGridX) return "gemm (ROCm): operand too large to stage: " + std::to_string(blocks) + " tiles";
+  if (blocks > kMaxGridX) return "ROCm: operand too large to stage: " + std::to_string(blocks) + " tiles";
   hipLaunchKernelGGL(stage_k_major_kernel, dim3(static_cast<uint32_t>(blocks)), dim3(kTransposeThreads), 0, stream,
                      params);
   op.data = dst;
@@ -105,7 +105,7 @@ bool is_out_format(OutFormat f) {
 
 std::string launch_with_config(const GemmArgs& args, const RocmConfig& config, const Workspace& workspace,
                                hipStream_t stream) {
-  const std::string where = "gemm (ROCm): ";
+  const std::string where = "ROCm: ";
   if (config.tile < 0 || config.tile >= kNumTiles)
     return where + "config.tile must be in [0, " + std::to_string(kNumTiles) + "), got " + std::to_string(config.tile);
   if (config.split_k < 1 || config.split_k > kMaxGridZ)
