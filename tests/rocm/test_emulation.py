@@ -90,30 +90,33 @@ def test_exact_tiles_many_blocks_grouped_order(lib, configs):
 
 # ---- layouts -------------------------------------------------------------------------------------
 LAYOUT_CASES = [
-    # (a_layout, b_layout, m, n, k): in place when 16-byte aligned, staged through workspace otherwise
-    ("k_major", "k_major", 64, 64, 256),
-    ("mn_major", "mn_major", 96, 80, 256),    # challenge layout, rows multiple of 16: read in place
-    ("mn_major", "k_major", 50, 72, 200),     # M not a multiple of 16, K unaligned: both staged
-    ("k_major", "mn_major", 40, 48, 336),     # ragged K read in place, B transposed in registers
-    ("padded", "strided", 33, 65, 160),       # padded rows in place; byte-strided B staged
-    ("strided", "padded", 17, 130, 130),      # two N scale blocks, K just past one block
+    # (a_layout, b_layout, m, n, k, staged operands): the kernel reads 16-byte aligned K-major and
+    # M/N-major operands in place; anything else goes through the staging copy in workspace.
+    ("k_major", "k_major", 64, 64, 256, 0),
+    ("mn_major", "mn_major", 96, 80, 256, 0),    # challenge layout, rows multiple of 16
+    ("mn_padded", "mn_padded", 50, 70, 200, 0),  # M/N-major in place with ragged rows and K
+    ("mn_major", "k_major", 50, 72, 200, 2),     # column stride 50, K-major row stride 200: unaligned
+    ("k_major", "mn_major", 40, 48, 336, 0),     # ragged K read in place, B transposed in registers
+    ("padded", "strided", 33, 65, 160, 1),       # padded rows in place; byte-strided B staged
+    ("strided", "padded", 17, 130, 130, 1),      # two N scale blocks, K just past one block
 ]
+UNSPLIT_CONFIG = 2  # 64 x 64 tile, no split: workspace is used by staging only
 
 
 @pytest.mark.kernels_ci
-@pytest.mark.parametrize("a_layout,b_layout,m,n,k", LAYOUT_CASES)
-def test_layouts_heuristic(lib, a_layout, b_layout, m, n, k):
-    a, b, a_scale, b_scale = problem(11, m, n, k, a_layout=a_layout, b_layout=b_layout)
-    _, stats = check(lib, a, b, a_scale, b_scale)
-    staged = {"strided"}
-    if any(layout in staged for layout in (a_layout, b_layout)):
-        assert stats.workspace_requests == 1 and stats.launches >= 2, "byte-strided operands are staged"
+@pytest.mark.parametrize("a_layout,b_layout,m,n,k,staged", LAYOUT_CASES)
+def test_layouts_heuristic(lib, a_layout, b_layout, m, n, k, staged):
+    check(lib, *problem(11, m, n, k, a_layout=a_layout, b_layout=b_layout))
 
 
-@pytest.mark.parametrize("a_layout,b_layout,m,n,k", LAYOUT_CASES)
-@pytest.mark.parametrize("index", [0, 6])
-def test_layouts_forced_configs(lib, configs, a_layout, b_layout, m, n, k, index):
-    check(lib, *problem(12, m, n, k, a_layout=a_layout, b_layout=b_layout), config_index=index)
+@pytest.mark.parametrize("a_layout,b_layout,m,n,k,staged", LAYOUT_CASES)
+@pytest.mark.parametrize("index", [0, UNSPLIT_CONFIG, 6])
+def test_layouts_forced_configs(lib, configs, a_layout, b_layout, m, n, k, staged, index):
+    _, stats = check(lib, *problem(12, m, n, k, a_layout=a_layout, b_layout=b_layout), config_index=index)
+    if index == UNSPLIT_CONFIG:
+        assert configs[index].split_k == 1
+        # The in-place paths must really be taken (else the tests above would not reach them).
+        assert stats.launches == 1 + staged and stats.workspace_requests == (staged > 0), stats.launches
 
 
 def test_transposed_scales_and_padded_c(lib):

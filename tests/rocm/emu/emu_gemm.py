@@ -86,14 +86,18 @@ def select(lib, a, b, a_scale, b_scale, c, cu_count: int = 304) -> tuple[int, in
 def fp8_operand(g: torch.Generator, rows: int, k: int, dtype, layout: str) -> torch.Tensor:
     """[rows, k] FP8 values of randn (so NaN never occurs), in the requested memory layout:
     'k_major' (strides (k, 1)), 'mn_major' (strides (1, rows): the AMD challenge layout),
-    'padded' (K-major rows of k + 32 bytes), 'strided' (every other byte along K: neither major)."""
+    'mn_padded' (M/N-major with K columns of a 16-byte multiple >= rows + 16 apart),
+    'padded' (K-major rows a 16-byte multiple >= k + 16 apart), 'strided' (every other byte along K: neither major)."""
     values = torch.randn(rows, k, generator=g).to(dtype)
     if layout == "k_major":
         return values.contiguous()
     if layout == "mn_major":
         return values.t().contiguous().t()
+    if layout == "mn_padded":
+        column = -(-rows // 16) * 16 + 16
+        return torch.zeros(k, column, dtype=dtype)[:, :rows].copy_(values.t()).t()
     if layout == "padded":
-        return torch.zeros(rows, k + 32, dtype=dtype)[:, :k].copy_(values)
+        return torch.zeros(rows, -(-k // 16) * 16 + 16, dtype=dtype)[:, :k].copy_(values)
     if layout == "strided":
         return torch.zeros(rows, 2 * k, dtype=dtype)[:, ::2].copy_(values)
     raise ValueError(layout)

@@ -76,6 +76,7 @@ namespace hip_emu {
 
 constexpr int kCuCount = 304;  // MI300X compute units (performance.md)
 constexpr int kMaxBlockThreads = 1024;
+constexpr uint64_t kMaxEmulatedBlocks = 1 << 16;  // far above any test shape; a bigger grid is a bug
 constexpr int kWaveSize = gemm::cdna3::kWaveSize;
 // A barrier nobody completes for this long is a kernel bug (a thread skipped __syncthreads or a lane
 // skipped a wave-uniform builtin); the emulator reports it instead of hanging the test run.
@@ -155,9 +156,15 @@ class Barrier {
 };
 
 // ---- per-wavefront and per-block state ----
+// An exited (or missing) lane's operand bytes read as fp8 NaN (0x80 in e4m3fnuz), so a kernel that
+// calls a wave-uniform builtin from a partial wavefront gets NaN rather than stale data.
+constexpr uint64_t kPoisonFp8x8 = 0x8080808080808080ull;
 struct Wave {
   Wave(int lanes, const std::string& name) : sync(lanes, name) {
-    for (int l = 0; l < kWaveSize; ++l) alive[l] = l < lanes;
+    for (int l = 0; l < kWaveSize; ++l) {
+      alive[l] = l < lanes;
+      a[l] = b[l] = l < lanes ? 0 : kPoisonFp8x8;  // lanes a partial wavefront lacks hold NaN bytes
+    }
   }
   Barrier sync;
   std::array<uint64_t, kWaveSize> a{}, b{}, scalar{};  // the gathered operands of one builtin call
@@ -184,9 +191,6 @@ inline thread_local Block* tl_block = nullptr;
 inline thread_local Wave* tl_wave = nullptr;
 inline thread_local int tl_lane = 0;
 
-// An exited lane's operand bytes read as fp8 NaN (0x80 in e4m3fnuz), so a kernel that calls a
-// wave-uniform builtin from a partial wavefront gets NaN rather than stale data.
-constexpr uint64_t kPoisonFp8x8 = 0x8080808080808080ull;
 // Fresh LDS reads as fp8 NaN bytes (0x80) too; as fp32 that is -1.2e-38, as an index it is huge.
 constexpr int kLdsPoisonByte = 0x80;
 
@@ -298,6 +302,10 @@ void launch(void (*kernel)(Params...), dim3 grid, dim3 block, uint32_t dynamic_l
   }
   const std::tuple<std::remove_cvref_t<Params>...> params(std::forward<Args>(args)...);
   ++launch_count;
+  if (uint64_t{grid.x} * grid.y * grid.z > kMaxEmulatedBlocks) {
+    fault("grid of " + std::to_string(uint64_t{grid.x} * grid.y * grid.z) + " blocks is too large to emulate");
+    return;
+  }
   const int n = static_cast<int>(threads);
   const MemoryFaultScope fault_scope;
   for (uint32_t bz = 0; bz < grid.z; ++bz)
