@@ -139,16 +139,28 @@ inline void transpose_square(Float* rows) {
   }
 }
 
-// decode_panel for rows contiguous in K: decodes kLanes x kLanes blocks arithmetically, one row's
-// kLanes codes per vector, and transposes them in registers into the [k][row] panel layout; the
-// ragged remainder goes through the table.
+// decode_panel for rows contiguous in K (stride_k == 1): decodes kLanes x kLanes blocks
+// arithmetically, one row's kLanes codes per vector, and transposes them in registers into the
+// [k][row] panel layout. For rows adjacent in memory (stride_row == 1, an N-major B) the kLanes
+// codes of one k are already a panel row: no transpose. The ragged remainder goes through the table.
 template <class Isa>
-inline void decode_panel_vector(const uint8_t* src, int64_t stride_row, int64_t valid_rows,
-                                int64_t padded_rows, int64_t k_len, const Fp8Decoder& decoder,
-                                float* dst) {
+inline void decode_panel_vector(const uint8_t* src, int64_t stride_row, int64_t stride_k,
+                                int64_t valid_rows, int64_t padded_rows, int64_t k_len,
+                                const Fp8Decoder& decoder, float* dst) {
   using V = VectorTypes<Isa>;
   constexpr int kLanes = V::kLanes;
   const int64_t vector_rows = valid_rows / kLanes * kLanes;
+  if (stride_row == 1) {
+    for (int64_t k = 0; k < k_len; ++k)
+      for (int64_t r0 = 0; r0 < vector_rows; r0 += kLanes) {
+        const typename V::Float values = decode_e4m3_vector<typename V::Float>(
+            (typename V::Int)Isa::widen_bytes(src + k * stride_k + r0), decoder);
+        std::memcpy(dst + k * padded_rows + r0, &values, sizeof(values));
+      }
+    decode_panel(src, stride_row, stride_k, valid_rows, padded_rows, k_len, decoder.table, dst,
+                 vector_rows, k_len);
+    return;
+  }
   const int64_t vector_k = k_len / kLanes * kLanes;
   for (int64_t r0 = 0; r0 < vector_rows; r0 += kLanes) {
     for (int64_t k0 = 0; k0 < vector_k; k0 += kLanes) {
@@ -164,8 +176,8 @@ inline void decode_panel_vector(const uint8_t* src, int64_t stride_row, int64_t 
         std::memcpy(dst + (k0 + t) * padded_rows + r0, &block[t], sizeof(block[t]));
     }
   }
-  decode_panel(src, stride_row, 1, valid_rows, padded_rows, k_len, decoder.table, dst, vector_rows,
-               vector_k);
+  decode_panel(src, stride_row, stride_k, valid_rows, padded_rows, k_len, decoder.table, dst,
+               vector_rows, vector_k);
 }
 
 // partial = A_panel[k_len x kRows] * B_panel[k_len x kNR] in registers, then
@@ -260,11 +272,13 @@ inline void run_task(const ChunkPlan& plan, int64_t task, float* scratch) {
         for (int64_t r = 0; r < valid; ++r)
           for (int64_t line = 0; line < next_len; line += kCacheLineBytes)
             __builtin_prefetch(src + r * g.b_stride_n + kScaleBlockK + line);
-        decode_panel_vector<Isa>(src, g.b_stride_n, valid, Cfg::kNR, k_len, *plan.b_decoder, dst);
-      } else {
+      }
+      if (g.b_stride_k == 1 || g.b_stride_n == 1)
+        decode_panel_vector<Isa>(src, g.b_stride_n, g.b_stride_k, valid, Cfg::kNR, k_len,
+                                 *plan.b_decoder, dst);
+      else
         decode_panel(src, g.b_stride_n, g.b_stride_k, valid, Cfg::kNR, k_len, plan.b_decoder->table,
                      dst);
-      }
     }
     const float b_scale = b_scale_row[kb * g.b_scale_stride_k];
     for (int64_t tile = tile_begin; tile < tile_end; ++tile) {
