@@ -104,6 +104,27 @@ def resource_report(stderr: str) -> dict[str, dict[str, str]]:
     return kernels
 
 
+def loads_in_flight(asm: str, mangled: str) -> bool | None:
+    """Whether the kernel's MFMA loop issues global loads and reaches its first MFMA with no
+    `s_waitcnt vmcnt` in between (the next stage's loads overlap the MFMAs); None if no such loop."""
+    start = asm.find(mangled + ":")
+    if start < 0:
+        return None
+    body = asm[start:asm.find("s_endpgm", start)].split("\n")
+    for h, line in enumerate(body):
+        if "Loop Header" not in line:
+            continue
+        label = line.split(":")[0]
+        back = [i for i, l in enumerate(body) if re.search(r"s_c?branch\w*\s+" + re.escape(label) + r"$", l.strip())]
+        loop = body[h:max(back) + 1] if back else []
+        mfma = next((i for i, l in enumerate(loop) if "v_mfma" in l), None)
+        load = next((i for i, l in enumerate(loop) if "global_load" in l), None)
+        if mfma is None or load is None:
+            continue
+        return load < mfma and not any("vmcnt" in l for l in loop[load:mfma] if "s_waitcnt" in l)
+    return None
+
+
 def short_name(mangled: str) -> str:
     match = GEMM_KERNEL.search(mangled)
     if match:
@@ -153,6 +174,9 @@ def check_source(source: Path, tree: Path, tmp: Path, targets: dict, checks: Che
             checks.check(vgpr + agpr <= target["budget"],
                          f"{rel}: {name} VGPR+AGPR {vgpr + agpr} <= {target['budget']} (budget for {target['waves']} waves/SIMD)")
             checks.check(occ >= target["waves"], f"{rel}: {name} occupancy {occ} >= designed {target['waves']} waves/SIMD")
+            if target["waves"] == 1:  # no other wave on the SIMD hides load latency: the pipeline must
+                checks.check(loads_in_flight(text, mangled) is True,
+                             f"{rel}: {name} main loop issues the next stage's loads before its MFMAs, no vmcnt wait between")
 
     wrong = clang(tree, source, tmp / (source.stem + f".{WRONG_TARGET}.s"), "--cuda-device-only", "-S", arch=WRONG_TARGET)
     checks.check(wrong.returncode != 0 and "fp8-insts" in wrong.stderr,
