@@ -1,12 +1,13 @@
 // ROCm gfx942 tile configurations, the tuned-shape table and the heuristic that picks one.
 //
-// Plain C++20 with no HIP include: the launcher, the CPU emulator and benchmarks/rocm_model.py's
+// Plain C++ (17 or 20) with no HIP include: the launcher, the CPU emulator and benchmarks/rocm_model.py's
 // tiny g++ program all read the same choice from here. Code is generic (one kernel template in
 // gemm_kernel.h); shapes differ only by the DATA below.
 #pragma once
 
 #include <cstdint>
 
+#include "cdna3_mfma_layout.h"
 #include "gemm_launcher.h"
 
 namespace gemm::rocm {
@@ -14,7 +15,7 @@ namespace gemm::rocm {
 // ---- Fixed design facts ---------------------------------------------------------------------
 constexpr int kBlockK = static_cast<int>(kScaleBlockK);  // one K stage == one scale block: promote once per stage
 constexpr int kStages = 2;                                // LDS double buffer (load stage s+1 while computing s)
-constexpr int kWaveSize = 64;
+constexpr int kWaveSize = cdna3::kWaveSize;
 constexpr int kLdsBytesPerCu = 64 * 1024;  // MI300X LDS per CU (CDNA3 ISA guide, "Local data share")
 constexpr int kSimdsPerCu = 4;
 constexpr int kMaxWavesPerSimd = 8;
