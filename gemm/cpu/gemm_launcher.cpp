@@ -20,6 +20,7 @@
 #include <c10/util/Half.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
@@ -451,12 +452,15 @@ std::string gemm_launch(const GemmArgs& args, const Workspace& workspace, void* 
         kTileN * args.k * (1 + plan.tiles_per_split * path.row_tile / kMultiplyAddsPerDecode);
     const int64_t slots =
         std::min({threads, tasks, ceil_div(tasks * task_elements, kMinElementsPerThread)});
-    // Static round-robin of tasks over slots: each slot's scratch is used by one thread at a time
-    // whatever thread runs it.
+    // Each slot (one scratch, run by one thread at a time) claims tasks until none are left, so a
+    // thread that starts late (cores shared) or a slower task does not leave work stranded. Every
+    // task writes its own outputs in a fixed order: the result does not depend on who runs it.
+    std::atomic<int64_t> next_task{0};
     at::parallel_for(0, slots, 1, [&](int64_t begin, int64_t end) {
       for (int64_t slot = begin; slot < end; ++slot) {
         auto* scratch = reinterpret_cast<float*>(slots_base + slot * slot_bytes);
-        for (int64_t task = slot; task < tasks; task += slots) path.run_task(plan, task, scratch);
+        for (int64_t task = next_task++; task < tasks; task = next_task++)
+          path.run_task(plan, task, scratch);
       }
     });
   }
