@@ -1,4 +1,6 @@
-// FP8 E4M3 encodings the CPU backend decodes, as 256-entry fp32 tables built at compile time.
+// FP8 E4M3 encodings the CPU backend decodes: 256-entry fp32 tables built at compile time (for
+// any layout), and an arithmetic vector decoder for contiguous bytes that the tests check against
+// the tables on every code.
 //
 // Sources:
 //  - e4m3fn: OCP 8-bit Floating Point Specification (OFP8) rev 1.0, table 1: exponent bias 7,
