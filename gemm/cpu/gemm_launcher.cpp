@@ -93,7 +93,8 @@ struct ChunkPlan {
   int64_t k_blocks;
   int64_t m_begin;          // first row of the chunk
   int64_t rows;             // rows in the chunk
-  int64_t row_tiles;        // ceil(rows / row_tile)
+  int64_t row_tiles;        // ceil(rows / kMR)
+  int64_t tile_rows;        // rows of every row tile but the last: rows spread evenly, <= kMR
   int64_t n_tiles;          // ceil(n / kTileN)
   int64_t tiles_per_split;  // row tiles per task
   // [k_blocks][row_tiles][kScaleBlockK][kMR]: one K block of all rows is contiguous.
@@ -143,7 +144,8 @@ inline void transpose_square(Float* rows) {
 // decode_panel for rows contiguous in K (stride_k == 1): decodes kLanes x kLanes blocks
 // arithmetically, one row's kLanes codes per vector, and transposes them in registers into the
 // [k][row] panel layout. For rows adjacent in memory (stride_row == 1, an N-major B) the kLanes
-// codes of one k are already a panel row: no transpose. The ragged remainder goes through the table.
+// codes of one k are already a panel row: no transpose. The ragged remainder goes through the
+// table.
 template <class Isa>
 inline void decode_panel_vector(const uint8_t* src, int64_t stride_row, int64_t stride_k,
                                 int64_t valid_rows, int64_t padded_rows, int64_t k_len,
@@ -246,8 +248,8 @@ inline void run_task(const ChunkPlan& plan, int64_t task, float* scratch) {
   const int64_t tile_begin = task / plan.n_tiles * plan.tiles_per_split;
   const int64_t tile_end = std::min(plan.row_tiles, tile_begin + plan.tiles_per_split);
   if (tile_begin >= tile_end) return;
-  const int64_t row_begin = tile_begin * Cfg::kMR;
-  const int64_t rows = std::min(tile_end * Cfg::kMR, plan.rows) - row_begin;
+  const int64_t row_begin = tile_begin * plan.tile_rows;
+  const int64_t rows = std::min(tile_end * plan.tile_rows, plan.rows) - row_begin;
   const int64_t n_begin = n_tile * kTileN;
   const int64_t cols = std::min(kTileN, g.n - n_begin);
   const int64_t strips = ceil_div(cols, Cfg::kNR);
@@ -283,8 +285,8 @@ inline void run_task(const ChunkPlan& plan, int64_t task, float* scratch) {
     }
     const float b_scale = b_scale_row[kb * g.b_scale_stride_k];
     for (int64_t tile = tile_begin; tile < tile_end; ++tile) {
-      const int64_t r = tile * Cfg::kMR;
-      const int64_t tile_rows = std::min<int64_t>(Cfg::kMR, plan.rows - r);
+      const int64_t r = tile * plan.tile_rows;
+      const int64_t tile_rows = std::min(plan.tile_rows, plan.rows - r);
       float row_scale[Cfg::kMR];
       for (int64_t i = 0; i < tile_rows; ++i)
         row_scale[i] =
@@ -423,6 +425,8 @@ std::string gemm_launch(const GemmArgs& args, const Workspace& workspace, void* 
     plan.m_begin = m_begin;
     plan.rows = std::min(chunk_rows, args.m - m_begin);
     plan.row_tiles = ceil_div(plan.rows, path.row_tile);
+    // e.g. 16 rows as 8 + 8 rather than 14 + 2: a thin tile is load-bound in the micro-kernel.
+    plan.tile_rows = ceil_div(plan.rows, plan.row_tiles);
     plan.n_tiles = n_tiles;
     plan.a_pack = a_pack;
 
@@ -432,11 +436,12 @@ std::string gemm_launch(const GemmArgs& args, const Workspace& workspace, void* 
         [&](int64_t begin, int64_t end) {
           for (int64_t item = begin; item < end; ++item) {
             const int64_t kb = item / plan.row_tiles, tile = item % plan.row_tiles;
-            const int64_t row = m_begin + tile * path.row_tile;
+            const int64_t row = tile * plan.tile_rows;
             const int64_t k_begin = kb * kScaleBlockK;
-            decode_panel(a_bytes + row * args.a_stride_m + k_begin * args.a_stride_k,
-                         args.a_stride_m, args.a_stride_k, std::min(path.row_tile, args.m - row),
-                         path.row_tile, std::min(kScaleBlockK, args.k - k_begin), a_decoder->table,
+            decode_panel(a_bytes + (m_begin + row) * args.a_stride_m + k_begin * args.a_stride_k,
+                         args.a_stride_m, args.a_stride_k,
+                         std::min(plan.tile_rows, plan.rows - row), path.row_tile,
+                         std::min(kScaleBlockK, args.k - k_begin), a_decoder->table,
                          a_pack + item * kScaleBlockK * path.row_tile);
           }
         });
@@ -449,7 +454,7 @@ std::string gemm_launch(const GemmArgs& args, const Workspace& workspace, void* 
     const int64_t tasks = n_tiles * ceil_div(plan.row_tiles, plan.tiles_per_split);
     // A task decodes kTileN x K of B and does rows x kTileN x K multiply-adds.
     const int64_t task_elements =
-        kTileN * args.k * (1 + plan.tiles_per_split * path.row_tile / kMultiplyAddsPerDecode);
+        kTileN * args.k * (1 + plan.tiles_per_split * plan.tile_rows / kMultiplyAddsPerDecode);
     const int64_t slots =
         std::min({threads, tasks, ceil_div(tasks * task_elements, kMinElementsPerThread)});
     // Each slot (one scratch, run by one thread at a time) claims tasks until none are left, so a
