@@ -119,6 +119,20 @@ def test_layouts_forced_configs(lib, configs, a_layout, b_layout, m, n, k, stage
         assert stats.launches == 1 + staged and stats.workspace_requests == (staged > 0), stats.launches
 
 
+@pytest.mark.kernels_ci
+@pytest.mark.parametrize("m,column", [(68, 68), (70, 72), (70, 70)],
+                         ids=["vector-loads", "vector-loads-ragged", "scalar-unaligned-columns"])
+@pytest.mark.parametrize("index", [0, 2], ids=["mfma32", "mfma16"])
+def test_column_major_a_scales(lib, m, column, index):
+    # As stored column-major (the challenge layout): with 16-byte aligned columns the kernel reads
+    # 4 rows per load (clamped at M), otherwise one at a time.
+    a, b, a_scale, b_scale = problem(22, m, 96, 384)
+    storage = torch.full((a_scale.shape[1], column), float("nan"))
+    a_scale_cm = storage[:, :m].copy_(a_scale.t()).t()
+    assert a_scale_cm.stride() == (1, column)
+    check(lib, a, b, a_scale_cm, b_scale, torch.float32, config_index=index)
+
+
 def test_transposed_scales_and_padded_c(lib):
     a, b, a_scale, b_scale = problem(13, 70, 140, 300, scales_transposed=True)
     sentinel = 12345.0

@@ -15,16 +15,18 @@ from pathlib import Path
 
 EMU_DIR = Path(__file__).resolve().parent
 REPO_ROOT = EMU_DIR.parents[2]
+# Where "gemm/..." comes from: this checkout, or a mutated copy (tests/rocm/emu/mutation_check.py).
+SOURCE_ROOT = Path(os.environ.get("GEMM_EMU_SOURCE_ROOT", REPO_ROOT))
 CLANG_CANDIDATES = ("clang++-19",)
 
-# Flags shared by every emulation build: the fake runtime first on the include path, the repository
+# Flags shared by every emulation build: the fake runtime first on the include path, SOURCE_ROOT
 # root for "gemm/..." includes, C++20 for std::binary_semaphore, -O2 because one OS thread per GPU
 # thread is slow enough already, hidden visibility so that two libraries loaded in one process (the
 # GEMM and its wrong-lane-map twin) share no emulator state; only EMU_EXPORT functions are visible.
 COMMON_FLAGS = [
     "-x", "c++", "-std=c++20", "-O2", "-fPIC", "-shared", "-pthread", "-fvisibility=hidden",
     "-Wall", "-Wextra", "-Werror", "-Wno-psabi",
-    "-I", str(EMU_DIR / "include"), "-I", str(REPO_ROOT),
+    "-I", str(EMU_DIR / "include"), "-I", str(SOURCE_ROOT),
     "-DGEMM_HIP_EMULATION",
 ]
 

@@ -11,6 +11,7 @@ import torch
 BLOCK = 128  # kScaleBlockK == kScaleBlockN (gemm/gemm_launcher.h)
 FP8_FORMAT = {torch.float8_e4m3fn: 0, torch.float8_e4m3fnuz: 1}
 OUT_FORMAT = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2}
+NAN_BYTE = {torch.float8_e4m3fn: 0x7F, torch.float8_e4m3fnuz: 0x80}
 ERR_LEN = 2048
 
 
@@ -87,19 +88,23 @@ def fp8_operand(g: torch.Generator, rows: int, k: int, dtype, layout: str) -> to
     """[rows, k] FP8 values of randn (so NaN never occurs), in the requested memory layout:
     'k_major' (strides (k, 1)), 'mn_major' (strides (1, rows): the AMD challenge layout),
     'mn_padded' (M/N-major with K columns of a 16-byte multiple >= rows + 16 apart),
-    'padded' (K-major rows a 16-byte multiple >= k + 16 apart), 'strided' (every other byte along K: neither major)."""
+    'padded' (K-major rows a 16-byte multiple >= k + 16 apart), 'strided' (every other byte along K: neither major).
+    Bytes between the elements (padding, gaps) are NaN, so a kernel that reads them into a sum shows it."""
     values = torch.randn(rows, k, generator=g).to(dtype)
+
+    def nan_storage(*shape):
+        return torch.full(shape, NAN_BYTE[dtype], dtype=torch.uint8).view(dtype)
+
     if layout == "k_major":
         return values.contiguous()
     if layout == "mn_major":
         return values.t().contiguous().t()
     if layout == "mn_padded":
-        column = -(-rows // 16) * 16 + 16
-        return torch.zeros(k, column, dtype=dtype)[:, :rows].copy_(values.t()).t()
+        return nan_storage(k, -(-rows // 16) * 16 + 16)[:, :rows].copy_(values.t()).t()
     if layout == "padded":
-        return torch.zeros(rows, -(-k // 16) * 16 + 16, dtype=dtype)[:, :k].copy_(values)
+        return nan_storage(rows, -(-k // 16) * 16 + 16)[:, :k].copy_(values)
     if layout == "strided":
-        return torch.zeros(rows, 2 * k, dtype=dtype)[:, ::2].copy_(values)
+        return nan_storage(rows, 2 * k)[:, ::2].copy_(values)
     raise ValueError(layout)
 
 

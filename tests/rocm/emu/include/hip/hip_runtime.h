@@ -210,6 +210,7 @@ inline void exit_thread() {
 // puts one right after every buffer) is cut short and reported instead of crashing the test run ----
 inline thread_local sigjmp_buf* tl_fault_jump = nullptr;  // set while the thread runs kernel code
 inline thread_local uintptr_t tl_fault_address = 0;
+inline thread_local int tl_fault_code = 0;
 // Names an address for the fault message (the entry TU knows its buffers); null: hex only.
 inline std::string (*describe_address)(uintptr_t) = nullptr;
 
@@ -221,6 +222,7 @@ inline void on_memory_fault(int, siginfo_t* info, void*) {
     return;
   }
   tl_fault_address = reinterpret_cast<uintptr_t>(info->si_addr);
+  tl_fault_code = info->si_code;
   siglongjmp(*tl_fault_jump, 1);
 }
 
@@ -327,8 +329,14 @@ void launch(void (*kernel)(Params...), dim3 grid, dim3 block, uint32_t dynamic_l
           if (sigsetjmp(jump, /*savemask=*/1) == 0) {
             std::apply(kernel, params);
           } else {
-            fault("memory fault at " + (describe_address ? describe_address(tl_fault_address) : hex(tl_fault_address)) +
-                  " by thread " + std::to_string(t) + " of block " + Block::name(index));
+            // x86 reports a misaligned aligned-vector access as a general-protection fault (SI_KERNEL,
+            // no address): the kernel assumed 16-byte alignment where it did not hold.
+            const std::string what =
+                tl_fault_code == SI_KERNEL
+                    ? std::string("general-protection fault (a misaligned 16-byte vector access)")
+                    : "memory fault at " +
+                          (describe_address ? describe_address(tl_fault_address) : hex(tl_fault_address));
+            fault(what + " by thread " + std::to_string(t) + " of block " + Block::name(index));
           }
           tl_fault_jump = nullptr;
           exit_thread();

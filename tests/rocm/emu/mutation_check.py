@@ -1,0 +1,96 @@
+"""Proves the emulation tests can fail: applies one realistic bug at a time to a copy of gemm/, runs the
+kernels_ci emulation tests against it (GEMM_EMU_SOURCE_ROOT) and reports whether they caught it.
+
+    python3 tests/rocm/emu/mutation_check.py            # every mutation (about 15 s each on 2 cores)
+    python3 tests/rocm/emu/mutation_check.py NAME ...   # some
+
+A mutation whose source text no longer exists is reported as stale (the kernel changed; update it here).
+Exit status 0 only when the unmutated source passes and every applicable mutation is caught.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from emu_build import REPO_ROOT
+
+# name -> (file under gemm/, original text, replacement, the bug it models)
+MUTATIONS = {
+    "no_k_edge_mask": ("gemm_kernel.h", "} else if (k0 + kBlockK > k) {", "} else if (false) {",
+                       "K-major: bytes past K in the last K block are not zeroed"),
+    "mn_k_edge_as_k_major": ("gemm_kernel.h", "if (k0 + kBlockK > k && op.m_major) {", "if (false) {",
+                             "M/N-major: the K edge is masked as if the operand were K-major"),
+    "drop_b_scale": ("gemm_kernel.h", "(a_scale[i][e] * b_scale)", "(a_scale[i][e])",
+                     "the B block scale is not applied"),
+    "first_a_scale_only": ("gemm_kernel.h", "p.a_scale + kb * p.a_scale_stride_k", "p.a_scale + kb_begin * p.a_scale_stride_k",
+                           "every K block of a split uses its first block's A scale"),
+    "epilogue_row_bound": ("gemm_kernel.h", "if (row < p.m && col < p.n)", "if (row <= p.m && col < p.n)",
+                           "one row too many is stored"),
+    "reduce_drops_split": ("reduce_kernel.h", "for (int s = 0; s < p.splits; ++s)",
+                           "for (int s = 0; s + 1 < p.splits; ++s)", "the split-K reduce skips the last split"),
+    "fold_keeps_negative_zero": ("gemm_kernel.h", "x &= ~((negative_zero >> 7) * kByte);", "",
+                                 "e4m3fn -0 is left as 0x80 (NaN in fnuz)"),
+    "fn_scale_not_doubled": ("gemm_launcher.hip", "constexpr float kFnScaleFactor = 2.0f;",
+                             "constexpr float kFnScaleFactor = 1.0f;", "e4m3fn bytes read at half value"),
+    "no_loop_barrier": ("gemm_kernel.h", "previous barrier\n    __syncthreads();", "previous barrier\n",
+                        "the main loop's __syncthreads is missing (a race: caught only if it strikes)"),
+    "vector_scale_lane": ("gemm_kernel.h", "a_scale_next[i][e + r] = v[r];", "a_scale_next[i][e + r] = v[0];",
+                          "column-major As: every row of a 4-row load gets the first row's scale"),
+    "vector_scale_unclamped": ("gemm_kernel.h", "(p.m - 1) / kScalesPerLoad * kScalesPerLoad", "(p.m - 1)",
+                               "column-major As: the clamped 16-byte load is misaligned and runs past the tensor"),
+    "control": ("gemm_kernel.h", "using Layout = LaneMap<typename Op::Layout>;",
+                "using Layout = LaneMap<typename Op::Layout>;  // mutation control",
+                "(control: a harmless edit, must NOT be caught)"),
+}
+HARMLESS = {"control"}
+TESTS = ["tests/rocm/test_emulation.py", "-m", "kernels_ci", "-x", "-q", "-p", "no:cacheprovider"]
+TIMEOUT_S = 300
+
+
+def run_tests(source_root: Path) -> bool:
+    env = dict(os.environ, GEMM_EMU_SOURCE_ROOT=str(source_root))
+    try:
+        proc = subprocess.run([sys.executable, "-m", "pytest", *TESTS], cwd=REPO_ROOT, env=env,
+                              capture_output=True, text=True, timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return False  # a hang counts as caught: the run did not pass
+    return proc.returncode == 0
+
+
+def main(names: list[str]) -> int:
+    names = names or list(MUTATIONS)
+    if not run_tests(REPO_ROOT):
+        print("baseline FAILED: the unmutated source does not pass; nothing to measure")
+        return 1
+    caught = missed = stale = 0
+    for name in names:
+        file, old, new, bug = MUTATIONS[name]
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp)
+            shutil.copytree(REPO_ROOT / "gemm", root / "gemm")
+            path = root / "gemm" / file
+            text = path.read_text()
+            if text.count(old) != 1:
+                print(f"{name:26s} STALE   ({file}: text not found once)")
+                stale += 1
+                continue
+            path.write_text(text.replace(old, new))
+            passed = run_tests(root)
+        expected_pass = name in HARMLESS
+        ok = passed == expected_pass
+        verdict = ("passed (harmless)" if passed else "FAILED (harmless!)") if expected_pass else (
+            "caught" if not passed else "MISSED")
+        print(f"{name:26s} {verdict:18s} {bug}")
+        caught += ok
+        missed += not ok
+    print(f"{caught} passed, {missed} failed, {stale} stale")
+    return 0 if missed == 0 and stale == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
