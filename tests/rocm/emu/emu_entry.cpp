@@ -1,6 +1,5 @@
 // Entry TU of the gfx942 emulation: the real ROCm launcher (gemm/gemm_launcher.hip, compiled as C++
-// against tests/rocm/emu/include/hip/hip_runtime.h) behind a C ABI for ctypes
-// (tests/rocm/emu/emu_gemm.py mirrors EmuGemmArgs and EmuStats).
+// against tests/rocm/emu/include/hip/hip_runtime.h) behind the C ABI of emu_abi.h.
 #include "gemm/gemm_launcher.hip"
 
 #include <cstring>
@@ -8,31 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "emu_abi.h"
 #include "guarded_memory.h"
 
 namespace {
-
-// gemm::GemmArgs with every field widened to 8 bytes, so the ctypes mirror has no padding rules.
-struct EmuGemmArgs {
-  int64_t m, n, k;
-  const void* a;
-  int64_t a_stride_m, a_stride_k;
-  const void* b;
-  int64_t b_stride_n, b_stride_k;
-  const float* a_scale;
-  int64_t a_scale_stride_m, a_scale_stride_k;
-  const float* b_scale;
-  int64_t b_scale_stride_n, b_scale_stride_k;
-  void* c;
-  int64_t c_stride_m, c_stride_n;
-  int64_t a_format, b_format, c_format;
-};
-
-struct EmuStats {
-  int64_t workspace_requests;
-  int64_t workspace_bytes;
-  int64_t launches;
-};
 
 gemm::GemmArgs to_gemm_args(const EmuGemmArgs& e) {
   gemm::GemmArgs g;
@@ -113,12 +91,8 @@ const gemm::rocm::TileShape& tile_of(const gemm::rocm::RocmConfig& c) { return g
 
 extern "C" {
 
-// Entry points for ctypes; everything else stays hidden (-fvisibility=hidden).
-#define EMU_EXPORT __attribute__((visibility("default")))
-
 EMU_EXPORT int emu_num_configs() { return static_cast<int>(gemm::rocm::all_configs().size()); }
 
-// Fields of test config `index`: tile, split_k, group_m, block_m, block_n, threads, mfma_m.
 EMU_EXPORT int emu_config(int index, int64_t* out) {
   const auto configs = gemm::rocm::all_configs();
   if (index < 0 || index >= static_cast<int>(configs.size())) return 1;
@@ -129,14 +103,11 @@ EMU_EXPORT int emu_config(int index, int64_t* out) {
   return 0;
 }
 
-// The heuristic's choice for these args on `cu_count` CUs: tile, split_k, group_m.
 EMU_EXPORT void emu_select_config(const EmuGemmArgs* args, int cu_count, int64_t* out) {
   const auto c = gemm::rocm::select_config(to_gemm_args(*args), cu_count);
   out[0] = c.tile, out[1] = c.split_k, out[2] = c.group_m;
 }
 
-// config_index < 0: gemm::gemm_launch (the heuristic); else launch_with_config(all_configs()[index]).
-// Returns 0 on success; the launcher's error (or the emulator's fault) goes to `err`.
 // Every tensor (and every workspace request) is copied into a guarded buffer first, C is copied back.
 EMU_EXPORT int emu_gemm(const EmuGemmArgs* args, int config_index, EmuStats* stats, char* err, int err_len) {
   hip_emu::reset_faults();

@@ -1,7 +1,7 @@
 """Proves the emulation tests can fail: applies one realistic bug at a time to a copy of gemm/, runs the
 kernels_ci emulation tests against it (GEMM_EMU_SOURCE_ROOT) and reports whether they caught it.
 
-    python3 tests/rocm/emu/mutation_check.py            # every mutation (about 15 s each on 2 cores)
+    python3 tests/rocm/emu/mutation_check.py            # every mutation (about 30 s each on 2 cores)
     python3 tests/rocm/emu/mutation_check.py NAME ...   # some
 
 A mutation whose source text no longer exists is reported as stale (the kernel changed; update it here).
@@ -48,18 +48,25 @@ MUTATIONS = {
                 "(control: a harmless edit, must NOT be caught)"),
 }
 HARMLESS = {"control"}
-TESTS = ["tests/rocm/test_emulation.py", "-m", "kernels_ci", "-x", "-q", "-p", "no:cacheprovider"]
+# The kernels_ci emulation subset, then ThreadSanitizer (which makes a missing barrier deterministic).
+TEST_RUNS = [
+    ["tests/rocm/test_emulation.py", "-m", "kernels_ci", "-x", "-q", "-p", "no:cacheprovider"],
+    ["tests/rocm/test_races.py", "-x", "-q", "-p", "no:cacheprovider"],
+]
 TIMEOUT_S = 300
 
 
 def run_tests(source_root: Path) -> bool:
     env = dict(os.environ, GEMM_EMU_SOURCE_ROOT=str(source_root))
-    try:
-        proc = subprocess.run([sys.executable, "-m", "pytest", *TESTS], cwd=REPO_ROOT, env=env,
-                              capture_output=True, text=True, timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        return False  # a hang counts as caught: the run did not pass
-    return proc.returncode == 0
+    for args in TEST_RUNS:
+        try:
+            proc = subprocess.run([sys.executable, "-m", "pytest", *args], cwd=REPO_ROOT, env=env,
+                                  capture_output=True, text=True, timeout=TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            return False  # a hang counts as caught: the run did not pass
+        if proc.returncode != 0:
+            return False
+    return True
 
 
 def main(names: list[str]) -> int:

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "gemm/cdna3_mfma_layout.h"
+#include "emu_abi.h"
 #include "guarded_memory.h"
 
 namespace {
@@ -204,9 +205,6 @@ void layout_tables(int* fwd_a, int* fwd_b, int* fwd_d, int* inv_a, int* inv_b, i
 }  // namespace
 
 extern "C" {
-
-// Entry points for ctypes; everything else stays hidden (-fvisibility=hidden).
-#define EMU_EXPORT __attribute__((visibility("default")))
 
 // shape: 32 -> Mfma32x32x16, 16 -> Mfma16x16x32. Each table holds (lane, slot) or (row, col) pairs.
 EMU_EXPORT int emu_layout_tables(int shape, int* fwd_a, int* fwd_b, int* fwd_d, int* inv_a, int* inv_b, int* inv_d) {

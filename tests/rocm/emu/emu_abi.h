@@ -1,0 +1,42 @@
+// C ABI of the emulated GEMM (tests/rocm/emu/emu_entry.cpp): used by ctypes (emu_gemm.py mirrors the
+// structs) and by the ThreadSanitizer driver (race_driver.cpp).
+#pragma once
+
+#include <cstdint>
+
+// Entry points are the only visible symbols of the libraries (built with -fvisibility=hidden).
+#define EMU_EXPORT __attribute__((visibility("default")))
+
+// gemm::GemmArgs with every field widened to 8 bytes, so the ctypes mirror has no padding rules.
+struct EmuGemmArgs {
+  int64_t m, n, k;
+  const void* a;
+  int64_t a_stride_m, a_stride_k;
+  const void* b;
+  int64_t b_stride_n, b_stride_k;
+  const float* a_scale;
+  int64_t a_scale_stride_m, a_scale_stride_k;
+  const float* b_scale;
+  int64_t b_scale_stride_n, b_scale_stride_k;
+  void* c;
+  int64_t c_stride_m, c_stride_n;
+  int64_t a_format, b_format, c_format;
+};
+
+struct EmuStats {
+  int64_t workspace_requests;
+  int64_t workspace_bytes;
+  int64_t launches;
+};
+
+extern "C" {
+EMU_EXPORT int emu_num_configs();
+// Fields of test config `index`: tile, split_k, group_m, block_m, block_n, threads, mfma_m.
+EMU_EXPORT int emu_config(int index, int64_t* out);
+// The heuristic's choice for these args on `cu_count` CUs: tile, split_k, group_m.
+EMU_EXPORT void emu_select_config(const EmuGemmArgs* args, int cu_count, int64_t* out);
+// config_index < 0: gemm::gemm_launch (the heuristic); else launch_with_config(all_configs()[index]).
+// Returns 0 on success; the launcher's error (or the emulator's fault) goes to `err`.
+EMU_EXPORT int emu_gemm(const EmuGemmArgs* args, int config_index, EmuStats* stats, char* err, int err_len);
+EMU_EXPORT void emu_set_deadlock_timeout_ms(int ms);
+}
