@@ -88,6 +88,14 @@ def test_exact_tiles_many_blocks_grouped_order(lib, configs):
     check(lib, *problem(7, 192, 256, 256), config_index=index)
 
 
+def test_grouped_order_full_and_partial_groups(lib, configs):
+    # Tile rows 3 > group_m 2: one full group and one partial group, each over 3 tile columns, 2 splits.
+    index = next(c.index for c in configs if c.group_m == 2)
+    cfg = configs[index]
+    m, n = 2 * cfg.block_m + 44, 2 * cfg.block_n + 4
+    check(lib, *problem(8, m, n, 256), config_index=index)
+
+
 # ---- layouts -------------------------------------------------------------------------------------
 LAYOUT_CASES = [
     # (a_layout, b_layout, m, n, k, staged operands): the kernel reads 16-byte aligned K-major and

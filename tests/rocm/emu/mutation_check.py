@@ -38,7 +38,7 @@ MUTATIONS = {
     "fn_scale_not_doubled": ("gemm_launcher.hip", "constexpr float kFnScaleFactor = 2.0f;",
                              "constexpr float kFnScaleFactor = 1.0f;", "e4m3fn bytes read at half value"),
     "no_loop_barrier": ("gemm_kernel.h", "previous barrier\n    __syncthreads();", "previous barrier\n",
-                        "the main loop's __syncthreads is missing (a race: caught only if it strikes)"),
+                        "the main loop's __syncthreads is missing (TSan reports the race)"),
     "vector_scale_lane": ("gemm_kernel.h", "a_scale_next[i][e + r] = v[r];", "a_scale_next[i][e + r] = v[0];",
                           "column-major As: every row of a 4-row load gets the first row's scale"),
     "vector_scale_unclamped": ("gemm_kernel.h", "(p.m - 1) / kScalesPerLoad * kScalesPerLoad", "(p.m - 1)",

@@ -10,11 +10,12 @@
 // lane, slot); the kernel stages operands with the INVERSE maps, so a kernel that disagrees with the
 // layout facts produces wrong numbers here (tests/rocm builds one with GEMM_TEST_WRONG_LANE_MAP).
 //
-// Only the host API and builtins listed in the ROCm contract (docs/rocm.md) exist; anything else
-// fails to compile, which is the point. Kernel misbehaviour that the hardware would not report
-// synchronously (deadlocked barrier, chip-dependent buffer access, non-zero MFMA modifiers) is
-// recorded as a fault: the launch still completes and hipGetLastError() then returns
-// hipErrorLaunchFailure, whose string carries the first fault's description.
+// Only the host API and builtins of the ROCm kernel/emulator contract exist (the kernel lists the
+// builtins it uses under "Hardware builtins used:" in gemm/gemm_kernel.h); anything else fails to
+// compile, which is the point. Kernel misbehaviour is recorded as a fault (deadlocked barrier, memory
+// fault past a guarded buffer, chip-dependent buffer access, non-zero MFMA modifiers): the launch
+// still completes and hipGetLastError() then returns hipErrorLaunchFailure, whose string carries the
+// first fault's description. LDS is poisoned before every block (see __shared__).
 #pragma once
 
 #include <array>
