@@ -16,7 +16,8 @@ if ls .whl/*.whl >/dev/null 2>&1; then
 fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader || true
 
-if ! python3 scripts/build.py >"$OUT_DIR/build.log" 2>&1; then
+# BUILD_TIMEOUT_S bounds the build so that a slow one still leaves time to measure the peers.
+if ! timeout "${BUILD_TIMEOUT_S:-600}" python3 scripts/build.py -j "$(nproc)" >"$OUT_DIR/build.log" 2>&1; then
   echo "scripts/build.py FAILED (tail of $OUT_DIR/build.log):"
   tail -n 15 "$OUT_DIR/build.log"
 fi
