@@ -5,6 +5,7 @@ per-block scales, determinism, and a deliberately wrong lane map that must fail.
 
 from __future__ import annotations
 
+import ctypes
 import sys
 from pathlib import Path
 
@@ -217,6 +218,32 @@ def test_heuristic_picks_a_listed_tile(lib):
     tile, split_k, group_m = E.select(lib, a, b, a_scale, b_scale, c)
     assert 0 <= tile < 4 and split_k >= 1 and group_m >= 1
     check(lib, a, b, a_scale, b_scale)
+
+
+def test_every_pinned_config_runs(lib, configs):
+    # Each distinct config of the tuned table (splits up to 16 included) on a scaled-down problem whose
+    # K gives every split at least one block and ends ragged, and whose M and N cross partial tiles.
+    block = {c.tile: (c.block_m, c.block_n) for c in configs}
+    pinned = sorted({row[3:] for row in E.tuned(lib)})
+    assert pinned, "rocm_config.h pins no shapes"
+    for tile, split_k, group_m in pinned:
+        block_m, block_n = block[tile]
+        m, n, k = 2 * block_m + 5, block_n + 7, E.BLOCK * split_k + 64
+        a, b, a_scale, b_scale = problem(30 + split_k, m, n, k)
+        c = torch.full((m, n), float("nan"), dtype=torch.float32)
+        err, _ = E.run_config(lib, a, b, a_scale, b_scale, c, tile, split_k, group_m)
+        assert err == "", f"config {(tile, split_k, group_m)}: {err}"
+        ref, bound = E.reference(a, b, a_scale, b_scale)
+        bad = E.mismatches(c, ref, bound)
+        assert not bad.any(), f"config {(tile, split_k, group_m)}: {int(bad.sum())} wrong outputs"
+
+
+def test_heuristic_matches_the_pinned_table(lib):
+    for m, n, k, *config in E.tuned(lib):
+        args = E.EmuGemmArgs(m=m, n=n, k=k)
+        out = (ctypes.c_int64 * 3)()
+        lib.emu_select_config(ctypes.byref(args), 304, out)
+        assert list(out) == config, f"select_config({m}, {n}, {k}) = {list(out)}, table says {config}"
 
 
 # ---- the emulator catches a wrong lane layout -----------------------------------------------------

@@ -36,7 +36,14 @@ EMU_EXPORT int emu_config(int index, int64_t* out);
 // The heuristic's choice for these args on `cu_count` CUs: tile, split_k, group_m.
 EMU_EXPORT void emu_select_config(const EmuGemmArgs* args, int cu_count, int64_t* out);
 // config_index < 0: gemm::gemm_launch (the heuristic); else launch_with_config(all_configs()[index]).
-// Returns 0 on success; the launcher's error (or the emulator's fault) goes to `err`.
+// Every tensor and workspace request lives in a guarded buffer during the call (C is copied back).
+// Returns 0 on success; the launcher's error (or the emulator's first fault) goes to `err`.
 EMU_EXPORT int emu_gemm(const EmuGemmArgs* args, int config_index, EmuStats* stats, char* err, int err_len);
+// launch_with_config with any config (the tuned table's, say).
+EMU_EXPORT int emu_gemm_config(const EmuGemmArgs* args, int tile, int split_k, int group_m, EmuStats* stats,
+                               char* err, int err_len);
+// The pinned table of rocm_config.h: entry `index` as m, n, k, tile, split_k, group_m.
+EMU_EXPORT int emu_num_tuned();
+EMU_EXPORT void emu_tuned(int index, int64_t* out);
 EMU_EXPORT void emu_set_deadlock_timeout_ms(int ms);
 }

@@ -3,6 +3,7 @@
 #include "gemm/gemm_launcher.hip"
 
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -87,6 +88,53 @@ void copy_error(const std::string& text, char* err, int err_len) { std::snprintf
 
 const gemm::rocm::TileShape& tile_of(const gemm::rocm::RocmConfig& c) { return gemm::rocm::kTiles[c.tile]; }
 
+std::string heuristic_launch(const gemm::GemmArgs& args, const gemm::Workspace& workspace) {
+  return gemm::gemm_launch(args, workspace, nullptr);
+}
+
+auto launcher_for(const gemm::rocm::RocmConfig& config) {
+  return [config](const gemm::GemmArgs& args, const gemm::Workspace& workspace) {
+    return gemm::rocm::launch_with_config(args, config, workspace, nullptr);
+  };
+}
+
+// Runs `launch` on guarded copies of every tensor (and guarded workspace), copies C back, and reports
+// the launcher's error or, failing that, the emulator's first fault.
+template <class Launch>
+int run_guarded(const EmuGemmArgs& e, Launch&& launch, EmuStats* stats, char* err, int err_len) {
+  hip_emu::reset_faults();
+  *stats = EmuStats{};
+  const int64_t launches_before = hip_emu::launch_count.load();
+  const int64_t kb = gemm::ceil_div(e.k, gemm::kScaleBlockK), nb = gemm::ceil_div(e.n, gemm::kScaleBlockN);
+  g_buffers.clear();
+  EmuGemmArgs guarded = e;
+  const Extent c_extent = extent(e.m, e.n, e.c_stride_m, e.c_stride_n, out_bytes(e.c_format));
+  guarded.a = guard_tensor("a", e.a, extent(e.m, e.k, e.a_stride_m, e.a_stride_k, 1));
+  guarded.b = guard_tensor("b", e.b, extent(e.n, e.k, e.b_stride_n, e.b_stride_k, 1));
+  guarded.a_scale = guard_tensor("a_scale", e.a_scale, extent(e.m, kb, e.a_scale_stride_m, e.a_scale_stride_k, sizeof(float)));
+  guarded.b_scale = guard_tensor("b_scale", e.b_scale, extent(nb, kb, e.b_scale_stride_n, e.b_scale_stride_k, sizeof(float)));
+  guarded.c = guard_tensor("c", e.c, c_extent);
+  std::string result;
+  if (!guarded.a || !guarded.b || !guarded.a_scale || !guarded.b_scale || !guarded.c) {
+    result = "emulator: could not map guarded copies of the tensors";
+  } else {
+    hip_emu::describe_address = describe;
+    HostWorkspace host{stats};
+    result = launch(to_gemm_args(guarded), gemm::Workspace{&HostWorkspace::allocate, &host});
+    hip_emu::describe_address = nullptr;
+    std::memcpy(static_cast<uint8_t*>(e.c) + c_extent.first, static_cast<uint8_t*>(guarded.c) + c_extent.first,
+                c_extent.bytes);
+  }
+  g_buffers.clear();
+  stats->launches = hip_emu::launch_count.load() - launches_before;
+  // A fault the launcher did not see (it checks hipGetLastError only after launches) still fails.
+  const std::string fault = hip_emu::fault_text();
+  if (result.empty() && !fault.empty()) result = "emulator fault: " + fault;
+  hip_emu::reset_faults();
+  copy_error(result, err, err_len);
+  return result.empty() ? 0 : 1;
+}
+
 }  // namespace
 
 extern "C" {
@@ -108,53 +156,27 @@ EMU_EXPORT void emu_select_config(const EmuGemmArgs* args, int cu_count, int64_t
   out[0] = c.tile, out[1] = c.split_k, out[2] = c.group_m;
 }
 
-// Every tensor (and every workspace request) is copied into a guarded buffer first, C is copied back.
 EMU_EXPORT int emu_gemm(const EmuGemmArgs* args, int config_index, EmuStats* stats, char* err, int err_len) {
-  hip_emu::reset_faults();
-  *stats = EmuStats{};
-  const int64_t launches_before = hip_emu::launch_count.load();
-  std::string result;
-  {
-    const EmuGemmArgs& e = *args;
-    const int64_t kb = gemm::ceil_div(e.k, gemm::kScaleBlockK), nb = gemm::ceil_div(e.n, gemm::kScaleBlockN);
-    g_buffers.clear();
-    EmuGemmArgs guarded = e;
-    const Extent c_extent = extent(e.m, e.n, e.c_stride_m, e.c_stride_n, out_bytes(e.c_format));
-    guarded.a = guard_tensor("a", e.a, extent(e.m, e.k, e.a_stride_m, e.a_stride_k, 1));
-    guarded.b = guard_tensor("b", e.b, extent(e.n, e.k, e.b_stride_n, e.b_stride_k, 1));
-    guarded.a_scale = guard_tensor("a_scale", e.a_scale, extent(e.m, kb, e.a_scale_stride_m, e.a_scale_stride_k, sizeof(float)));
-    guarded.b_scale = guard_tensor("b_scale", e.b_scale, extent(nb, kb, e.b_scale_stride_n, e.b_scale_stride_k, sizeof(float)));
-    guarded.c = guard_tensor("c", e.c, c_extent);
-    if (!guarded.a || !guarded.b || !guarded.a_scale || !guarded.b_scale || !guarded.c) {
-      copy_error("emulator: could not map guarded copies of the tensors", err, err_len);
-      return 1;
-    }
-    hip_emu::describe_address = describe;
-    HostWorkspace host{stats};
-    const gemm::Workspace workspace{&HostWorkspace::allocate, &host};
-    const gemm::GemmArgs gemm_args = to_gemm_args(guarded);
-    if (config_index < 0) {
-      result = gemm::gemm_launch(gemm_args, workspace, nullptr);
-    } else {
-      const auto configs = gemm::rocm::all_configs();
-      if (config_index >= static_cast<int>(configs.size())) {
-        copy_error("config index out of range: " + std::to_string(config_index), err, err_len);
-        return 1;
-      }
-      result = gemm::rocm::launch_with_config(gemm_args, configs[config_index], workspace, nullptr);
-    }
-    std::memcpy(static_cast<uint8_t*>(e.c) + c_extent.first, static_cast<uint8_t*>(guarded.c) + c_extent.first,
-                c_extent.bytes);
-    hip_emu::describe_address = nullptr;
-    g_buffers.clear();
+  if (config_index < 0) return run_guarded(*args, heuristic_launch, stats, err, err_len);
+  const auto configs = gemm::rocm::all_configs();
+  if (config_index >= static_cast<int>(configs.size())) {
+    copy_error("config index out of range: " + std::to_string(config_index), err, err_len);
+    return 1;
   }
-  stats->launches = hip_emu::launch_count.load() - launches_before;
-  // A fault the launcher did not see (it checks hipGetLastError only after launches) still fails.
-  const std::string fault = hip_emu::fault_text();
-  if (result.empty() && !fault.empty()) result = "emulator fault: " + fault;
-  hip_emu::reset_faults();
-  copy_error(result, err, err_len);
-  return result.empty() ? 0 : 1;
+  return run_guarded(*args, launcher_for(configs[config_index]), stats, err, err_len);
+}
+
+EMU_EXPORT int emu_gemm_config(const EmuGemmArgs* args, int tile, int split_k, int group_m, EmuStats* stats,
+                               char* err, int err_len) {
+  return run_guarded(*args, launcher_for({tile, split_k, group_m}), stats, err, err_len);
+}
+
+EMU_EXPORT int emu_num_tuned() { return static_cast<int>(std::size(gemm::rocm::kTuned)); }
+
+EMU_EXPORT void emu_tuned(int index, int64_t* out) {
+  const auto& t = gemm::rocm::kTuned[index];
+  const int64_t fields[] = {t.m, t.n, t.k, t.config.tile, t.config.split_k, t.config.group_m};
+  std::memcpy(out, fields, sizeof(fields));
 }
 
 EMU_EXPORT void emu_set_deadlock_timeout_ms(int ms) { hip_emu::deadlock_timeout_ms = ms; }

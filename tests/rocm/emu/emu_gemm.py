@@ -77,6 +77,27 @@ def run(lib, a, b, a_scale, b_scale, c, config_index: int = -1) -> tuple[str, Em
     return message, stats
 
 
+def run_config(lib, a, b, a_scale, b_scale, c, tile: int, split_k: int, group_m: int) -> tuple[str, EmuStats]:
+    """launch_with_config with an arbitrary config (the tuned table's, say)."""
+    args = make_args(a, b, a_scale, b_scale, c)
+    stats = EmuStats()
+    err = ctypes.create_string_buffer(ERR_LEN)
+    rc = lib.emu_gemm_config(ctypes.byref(args), tile, split_k, group_m, ctypes.byref(stats), err, ERR_LEN)
+    message = err.value.decode()
+    assert (rc == 0) == (message == ""), (rc, message)
+    return message, stats
+
+
+def tuned(lib) -> list[tuple[int, int, int, int, int, int]]:
+    """rocm_config.h's pinned table: (m, n, k, tile, split_k, group_m) per entry."""
+    rows = []
+    for i in range(lib.emu_num_tuned()):
+        fields = (ctypes.c_int64 * 6)()
+        lib.emu_tuned(i, fields)
+        rows.append(tuple(fields))
+    return rows
+
+
 def select(lib, a, b, a_scale, b_scale, c, cu_count: int = 304) -> tuple[int, int, int]:
     out = (ctypes.c_int64 * 3)()
     lib.emu_select_config(ctypes.byref(make_args(a, b, a_scale, b_scale, c)), cu_count, out)
