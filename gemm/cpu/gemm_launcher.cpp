@@ -49,8 +49,8 @@ constexpr int64_t kMaxChunkRows = 1024;
 // ... and fewer rows when K is so long that the decoded A of kMaxChunkRows would exceed this.
 constexpr int64_t kMaxPackedABytes = int64_t{256} << 20;
 
-// Column tiles per thread below which row tiles are split across tasks too (load balance).
-constexpr int64_t kMinTasksPerThread = 2;
+// Most row splits considered when balancing tasks over threads.
+constexpr int64_t kMaxRowSplits = 8;
 
 // Work below which another thread costs more (fork/join, and a wait when cores are shared) than it
 // saves, in decoded FP8 elements; a decode costs about as much as this many multiply-adds.
@@ -450,15 +450,24 @@ std::string gemm_launch(const GemmArgs& args, const Workspace& workspace, void* 
           }
         });
 
-    // Split rows across tasks only when there are too few column tiles to balance the threads:
-    // each split decodes its B panels again.
-    const int64_t splits = std::min(
-        plan.row_tiles, std::max<int64_t>(1, ceil_div(kMinTasksPerThread * threads, n_tiles)));
+    // Tasks are (column tile, run of row tiles). Splitting the rows balances few column tiles over
+    // the threads but decodes each B panel once more per split: take the split count with the
+    // shortest estimated makespan. A task decodes kTileN x K of B (each decode costs about
+    // kMultiplyAddsPerDecode multiply-adds) and does rows x kTileN x K multiply-adds.
+    const auto task_cost = [&](int64_t tiles_per_split) {
+      return kTileN * args.k * (kMultiplyAddsPerDecode + tiles_per_split * plan.tile_rows);
+    };
+    const auto makespan = [&](int64_t splits) {
+      const int64_t tiles_per_split = ceil_div(plan.row_tiles, splits);
+      const int64_t tasks = n_tiles * ceil_div(plan.row_tiles, tiles_per_split);
+      return ceil_div(tasks, threads) * task_cost(tiles_per_split);
+    };
+    int64_t splits = 1;
+    for (int64_t s = 2; s <= std::min(plan.row_tiles, kMaxRowSplits); ++s)
+      if (makespan(s) < makespan(splits)) splits = s;
     plan.tiles_per_split = ceil_div(plan.row_tiles, splits);
     const int64_t tasks = n_tiles * ceil_div(plan.row_tiles, plan.tiles_per_split);
-    // A task decodes kTileN x K of B and does rows x kTileN x K multiply-adds.
-    const int64_t task_elements =
-        kTileN * args.k * (1 + plan.tiles_per_split * plan.tile_rows / kMultiplyAddsPerDecode);
+    const int64_t task_elements = task_cost(plan.tiles_per_split) / kMultiplyAddsPerDecode;
     const int64_t slots =
         std::min({threads, tasks, ceil_div(tasks * task_elements, kMinElementsPerThread)});
     // Each slot (one scratch, run by one thread at a time) claims tasks until none are left, so a
