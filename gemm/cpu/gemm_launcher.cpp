@@ -429,7 +429,7 @@ std::string gemm_launch(const GemmArgs& args, const Workspace& workspace, void* 
     plan.m_begin = m_begin;
     plan.rows = std::min(chunk_rows, args.m - m_begin);
     plan.row_tiles = ceil_div(plan.rows, path.row_tile);
-    // e.g. 16 rows as 8 + 8 rather than 14 + 2: a thin tile is load-bound in the micro-kernel.
+    // e.g. 16 rows as 8 + 8 rather than 12 + 4: a thin tile is load-bound in the micro-kernel.
     plan.tile_rows = ceil_div(plan.rows, plan.row_tiles);
     plan.n_tiles = n_tiles;
     plan.a_pack = a_pack;
