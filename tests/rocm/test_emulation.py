@@ -149,6 +149,19 @@ def test_column_major_a_scales(lib, m, column, index):
     check(lib, a, b, a_scale_cm, b_scale, torch.float32, config_index=index)
 
 
+@pytest.mark.kernels_ci
+@pytest.mark.parametrize("a_layout,b_layout,m,n,k,staged", LAYOUT_CASES)
+def test_no_reads_before_tensors(lib, a_layout, b_layout, m, n, k, staged):
+    # The other guard side: every tensor and workspace request starts right after an unmapped page.
+    E.set_guard_side(lib, E.GUARD_BEFORE_START)
+    try:
+        a, b, a_scale, b_scale = problem(23, m, n, k, a_layout=a_layout, b_layout=b_layout, scales_transposed=True)
+        check(lib, a, b, a_scale, b_scale, config_index=UNSPLIT_CONFIG)
+        check(lib, a, b, a_scale, b_scale, config_index=6)
+    finally:
+        E.set_guard_side(lib, E.GUARD_AFTER_END)
+
+
 def test_transposed_scales_and_padded_c(lib):
     a, b, a_scale, b_scale = problem(13, 70, 140, 300, scales_transposed=True)
     sentinel = 12345.0

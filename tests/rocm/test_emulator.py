@@ -134,11 +134,11 @@ def test_device_attributes(probe_lib):
     assert probe_lib.emu_cu_count() == 304
 
 
-def gather(lib, data, indices):
+def gather(lib, data, indices, side=0):
     index = np.array(indices, np.int32)
     out = np.zeros(len(index), np.uint8)
     err = err_buf()
-    rc = lib.emu_gather_probe(ptr(data), len(data), len(index), ptr(index), ptr(out), err, ERR_LEN)
+    rc = lib.emu_gather_probe(ptr(data), len(data), side, len(index), ptr(index), ptr(out), err, ERR_LEN)
     return rc, err.value.decode(), out
 
 
@@ -148,10 +148,19 @@ def test_reads_past_a_guarded_buffer_fault_instead_of_crashing(probe_lib):
     assert rc == 0, err
     np.testing.assert_array_equal(out[:3], data[[0, 50, 99]])
     rc, err, out = gather(probe_lib, data, list(range(64)) + [112])  # thread 64 reads past the granule
-    assert rc == 1 and "memory fault" in err and "thread 64" in err, err
+    assert rc == 1 and "thread 64" in err and "byte 112 of probe buffer (100 bytes): past its end" in err, err
     np.testing.assert_array_equal(out[:64], data[:64])  # the other threads ran to completion
     rc, err, _ = gather(probe_lib, data, [1])  # and the runtime is clean afterwards
     assert rc == 0, err
+
+
+def test_reads_before_a_guarded_buffer_fault(probe_lib):
+    data = np.arange(1, 101, dtype=np.uint8)
+    rc, err, out = gather(probe_lib, data, [0, 99], side=1)
+    assert rc == 0, err
+    np.testing.assert_array_equal(out, data[[0, 99]])
+    rc, err, _ = gather(probe_lib, data, [5, -3], side=1)
+    assert rc == 1 and "thread 1" in err and "3 bytes before the start of probe buffer" in err, err
 
 
 def test_lds_starts_poisoned_in_every_block(probe_lib):

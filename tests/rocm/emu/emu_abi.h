@@ -46,4 +46,6 @@ EMU_EXPORT int emu_gemm_config(const EmuGemmArgs* args, int tile, int split_k, i
 EMU_EXPORT int emu_num_tuned();
 EMU_EXPORT void emu_tuned(int index, int64_t* out);
 EMU_EXPORT void emu_set_deadlock_timeout_ms(int ms);
+// Which side of every guarded buffer is tight: 0 after its end (default), 1 before its start.
+EMU_EXPORT void emu_set_guard_side(int side);
 }

@@ -30,6 +30,7 @@ gemm::GemmArgs to_gemm_args(const EmuGemmArgs& e) {
 // Every buffer of one emulated GEMM sits in a GuardedBuffer; the fault handler names the one whose
 // end was overrun.
 std::vector<std::unique_ptr<hip_emu::GuardedBuffer>> g_buffers;
+hip_emu::GuardSide g_guard_side = hip_emu::GuardSide::kAfterEnd;  // emu_set_guard_side
 
 std::string describe(uintptr_t address) {
   std::string text;
@@ -39,7 +40,7 @@ std::string describe(uintptr_t address) {
 }
 
 hip_emu::GuardedBuffer* add_buffer(std::string name, size_t bytes, uintptr_t align_like, const void* src) {
-  g_buffers.push_back(std::make_unique<hip_emu::GuardedBuffer>(std::move(name), bytes, align_like, src));
+  g_buffers.push_back(std::make_unique<hip_emu::GuardedBuffer>(std::move(name), bytes, align_like, src, g_guard_side));
   return g_buffers.back()->ok() ? g_buffers.back().get() : nullptr;
 }
 
@@ -180,5 +181,7 @@ EMU_EXPORT void emu_tuned(int index, int64_t* out) {
 }
 
 EMU_EXPORT void emu_set_deadlock_timeout_ms(int ms) { hip_emu::deadlock_timeout_ms = ms; }
+
+EMU_EXPORT void emu_set_guard_side(int side) { g_guard_side = static_cast<hip_emu::GuardSide>(side); }
 
 }  // extern "C"

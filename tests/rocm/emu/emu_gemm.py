@@ -66,6 +66,14 @@ def make_args(a, b, a_scale, b_scale, c) -> EmuGemmArgs:
         FP8_FORMAT[a.dtype], FP8_FORMAT[b.dtype], OUT_FORMAT[c.dtype])
 
 
+GUARD_AFTER_END, GUARD_BEFORE_START = 0, 1
+
+
+def set_guard_side(lib, side: int) -> None:
+    """Which side of every tensor and workspace request the emulator guards tightly (entry default 0)."""
+    lib.emu_set_guard_side(side)
+
+
 def run(lib, a, b, a_scale, b_scale, c, config_index: int = -1) -> tuple[str, EmuStats]:
     """Runs the emulated launcher into `c` (config_index < 0: the heuristic). Returns (error, stats)."""
     args = make_args(a, b, a_scale, b_scale, c)

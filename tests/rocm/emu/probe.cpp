@@ -260,11 +260,17 @@ EMU_EXPORT int emu_buffer_probe(const uint8_t* base, int num_records, int thread
   return finish(err, err_len);
 }
 
-// Gathers from a guarded copy of `bytes` bytes of `src` (16-byte aligned) with `threads` threads.
-EMU_EXPORT int emu_gather_probe(const uint8_t* src, int bytes, int threads, const int* index, uint8_t* out, char* err,
-                     int err_len) {
-  const hip_emu::GuardedBuffer buffer("probe buffer", bytes, 0, src);
-  hip_emu::describe_address = [](uintptr_t address) { return "address " + hip_emu::hex(address); };
+// Gathers from a guarded copy (tight on `side`, a GuardSide) of `bytes` bytes of `src` (16-byte
+// aligned) with `threads` threads.
+EMU_EXPORT int emu_gather_probe(const uint8_t* src, int bytes, int side, int threads, const int* index, uint8_t* out,
+                                char* err, int err_len) {
+  const hip_emu::GuardedBuffer buffer("probe buffer", bytes, 0, src, static_cast<hip_emu::GuardSide>(side));
+  static const hip_emu::GuardedBuffer* probed = nullptr;  // for the capture-less describe hook
+  probed = &buffer;
+  hip_emu::describe_address = [](uintptr_t address) {
+    std::string text;
+    return probed->describe(address, text) ? text : hip_emu::hex(address);
+  };
   hipLaunchKernelGGL(gather_probe, dim3(1), dim3(threads), 0, nullptr, buffer.data(), index, out);
   hip_emu::describe_address = nullptr;
   return finish(err, err_len);
