@@ -355,7 +355,7 @@ constexpr IsaPath kPaths[] = {
 };
 
 // The widest path this CPU runs, or the one GEMM_CPU_ISA names (to test or pin a narrower path);
-// an error when GEMM_CPU_ISA names no path this CPU runs.
+// an error when GEMM_CPU_ISA names no path this CPU runs. Chosen once, at the first call.
 struct IsaSelection {
   const IsaPath* path = nullptr;
   std::string error;
