@@ -1,7 +1,9 @@
 """The gfx942 GEMM (gemm/gemm_launcher.hip and its kernels) executed on the CPU emulator and compared
-with an fp64 reference: every tile config, split-K, ragged M/N/K, K-major / M,N-major / padded /
-strided operands, e4m3fnuz and e4m3fn (folded) inputs, bf16/fp16/fp32 outputs, distinct signed
-per-block scales, determinism, and a deliberately wrong lane map that must fail."""
+with an fp64 reference: every test config and every pinned config, split-K, ragged M/N/K, K-major /
+M,N-major / padded / strided operands (in place and staged), e4m3fnuz and e4m3fn (folded) inputs,
+bf16/fp16/fp32 outputs, distinct signed per-block scales (row- and column-major), NaN confinement,
+determinism, and a deliberately wrong lane map that must fail. Every tensor sits against an unmapped
+page (after its end, or before its start), so out-of-bounds accesses fail too."""
 
 from __future__ import annotations
 
