@@ -68,6 +68,10 @@ constexpr int kCompilerRegisters = 4;
 // Pins the vector ISA path (avx512, avx2, sse2) instead of the widest one.
 constexpr const char* kIsaEnvVar = "GEMM_CPU_ISA";
 
+// How far ahead (in k) the decoder of an N-major B prefetches (measured: 8 to 128 all help, 32
+// best).
+constexpr int64_t kPrefetchKRows = 32;
+
 // Workspace carve-outs start on a cache line so packed panels never split one.
 constexpr size_t kCacheLineBytes = 64;
 
@@ -153,17 +157,21 @@ inline void transpose_square(Float* rows) {
 template <class Isa>
 inline void decode_panel_vector(const uint8_t* src, int64_t stride_row, int64_t stride_k,
                                 int64_t valid_rows, int64_t padded_rows, int64_t k_len,
-                                const Fp8Decoder& decoder, float* dst) {
+                                int64_t k_remaining, const Fp8Decoder& decoder, float* dst) {
   using V = VectorTypes<Isa>;
   constexpr int kLanes = V::kLanes;
   const int64_t vector_rows = valid_rows / kLanes * kLanes;
   if (stride_row == 1) {
-    for (int64_t k = 0; k < k_len; ++k)
+    for (int64_t k = 0; k < k_len; ++k) {
+      // Each k is another page of B: without a prefetch every row is a dependent TLB + cache miss.
+      if (k + kPrefetchKRows < k_remaining)
+        __builtin_prefetch(src + (k + kPrefetchKRows) * stride_k);
       for (int64_t r0 = 0; r0 < vector_rows; r0 += kLanes) {
         const typename V::Float values = decode_e4m3_vector<typename V::Float>(
             (typename V::Int)Isa::widen_bytes(src + k * stride_k + r0), decoder);
         std::memcpy(dst + k * padded_rows + r0, &values, sizeof(values));
       }
+    }
     decode_panel(src, stride_row, stride_k, valid_rows, padded_rows, k_len, decoder.table, dst,
                  vector_rows, k_len);
     return;
@@ -282,7 +290,7 @@ inline void run_task(const ChunkPlan& plan, int64_t task, float* scratch) {
       }
       if (g.b_stride_k == 1 || g.b_stride_n == 1)
         decode_panel_vector<Isa>(src, g.b_stride_n, g.b_stride_k, valid, Cfg::kNR, k_len,
-                                 *plan.b_decoder, dst);
+                                 g.k - k_begin, *plan.b_decoder, dst);
       else
         decode_panel(src, g.b_stride_n, g.b_stride_k, valid, Cfg::kNR, k_len, plan.b_decoder->table,
                      dst);
