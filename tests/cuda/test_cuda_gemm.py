@@ -77,6 +77,19 @@ def test_out_with_padded_row_stride(kernel):
     assert torch.isnan(buf[:, n:]).all(), "wrote outside the out view"
 
 
+def _big_inputs(m, n, k, seed=0):
+    """Like make_inputs, drawn on the GPU (a CPU draw of 2^31 values takes minutes)."""
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    fp8_max = torch.finfo(FP8).max
+    a = ((torch.rand(m, k, generator=gen, device="cuda") * 2 - 1) * fp8_max).to(FP8)
+    b = ((torch.rand(n, k, generator=gen, device="cuda") * 2 - 1) * fp8_max).to(FP8)
+    kb, nb = -(-k // 128), -(-n // 128)
+    sign = lambda shape: torch.where(torch.rand(shape, generator=gen, device="cuda") < 0.5, -1.0, 1.0)
+    a_s = (0.5e-2 + 1e-2 * torch.rand(m, kb, generator=gen, device="cuda")) * sign((m, kb))
+    b_s = (0.5e-2 + 1e-2 * torch.rand(nb, kb, generator=gen, device="cuda")) * sign((nb, kb))
+    return a, b, a_s, b_s
+
+
 def _check_rows(out, a, b, a_s, b_s, rows):
     assert_close_gemm(out[rows], reference_gemm(a[rows], b, a_s[rows], b_s))
 
@@ -85,7 +98,7 @@ def _check_rows(out, a, b, a_s, b_s, rows):
 def test_64bit_offsets_mn(kernel):
     """M * N >= 2^31: output offsets need 64 bits (checked on the first and last rows)."""
     m, n, k = 262144, 8192, 128
-    a, b, a_s, b_s = make_inputs(m, n, k, "cuda", FP8)
+    a, b, a_s, b_s = _big_inputs(m, n, k)
     out = kernel.gemm(a, b, a_s, b_s)
     assert m * n >= 2**31
     _check_rows(out, a, b, a_s, b_s, slice(0, 128))
@@ -96,7 +109,7 @@ def test_64bit_offsets_mn(kernel):
 def test_64bit_offsets_mk(kernel):
     """M * K >= 2^31: A offsets (TMA rows, repack and scale reads) need 64 bits."""
     m, n, k = 2**21 + 64, 256, 1024
-    a, b, a_s, b_s = make_inputs(m, n, k, "cuda", FP8)
+    a, b, a_s, b_s = _big_inputs(m, n, k)
     assert m * k >= 2**31
     out = kernel.gemm(a, b, a_s, b_s)
     _check_rows(out, a, b, a_s, b_s, slice(m - 300, m))
