@@ -7,6 +7,7 @@ random data with distinct signed per-block scales.
 from __future__ import annotations
 
 import os
+import platform
 import subprocess
 import sys
 import textwrap
@@ -222,10 +223,12 @@ ISA_SCRIPT = textwrap.dedent(
 
 def isa_supported(isa: str) -> bool:
     flags = open("/proc/cpuinfo").read()
-    return {"sse2": True, "avx2": " avx2 " in flags and " fma " in flags, "avx512": " avx512f " in flags}[isa]
+    x86 = {"sse2": True, "avx2": " avx2 " in flags and " fma " in flags, "avx512": " avx512f " in flags}
+    return isa == "portable" or (platform.machine() == "x86_64" and x86[isa])
 
 
-@pytest.mark.parametrize("isa", ["avx512", "avx2", "sse2"])
+# "portable" is the only path on other architectures; x86 runs it when pinned.
+@pytest.mark.parametrize("isa", ["avx512", "avx2", "sse2", "portable"])
 def test_each_vector_path(kernel, isa):
     if not isa_supported(isa):
         pytest.skip(f"this CPU has no {isa}")

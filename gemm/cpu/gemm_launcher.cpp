@@ -4,7 +4,8 @@
 //   partial[m, n] = sum_k decode(A[m, k]) * decode(B[n, k])       (fp32, k ascending)
 //   acc[m, n]     = acc[m, n] + partial[m, n] * (As[m, kb] * Bs[n / 128, kb])    (fp32)
 // then acc is rounded once to the output format (bf16/fp16: round to nearest even, NaN kept).
-// The AVX-512 and AVX2 paths fuse each multiply-add (FMA); the SSE2 fallback rounds twice.
+// The AVX-512 and AVX2 paths fuse each multiply-add (FMA); SSE2 and the portable path (other
+// architectures) may round twice.
 // Every output element is computed by one thread in a fixed order, so results do not depend on
 // the thread count.
 //
@@ -65,7 +66,7 @@ constexpr int kBroadcastRegisters = 1;
 // (measured 512x2112x7168: 12 rows 15 % faster than 14; AVX2 equal at 4 and 6 rows).
 constexpr int kCompilerRegisters = 4;
 
-// Pins the vector ISA path (avx512, avx2, sse2) instead of the widest one.
+// Pins the vector ISA path (avx512, avx2, sse2, portable) instead of the widest one.
 constexpr const char* kIsaEnvVar = "GEMM_CPU_ISA";
 
 // How far ahead (in k) the decoder of an N-major B prefetches (measured: 8 to 128 all help, 32
@@ -331,6 +332,7 @@ inline void run_task(const ChunkPlan& plan, int64_t task, float* scratch) {
 // One entry per ISA: `flatten` inlines the generic body so it is compiled for that target.
 using RunTaskFn = void (*)(const ChunkPlan&, int64_t, float*);
 
+#if defined(__x86_64__)
 __attribute__((target("avx512f,fma"), flatten)) void run_task_avx512(const ChunkPlan& plan,
                                                                      int64_t task, float* scratch) {
   run_task<IsaAvx512>(plan, task, scratch);
@@ -341,6 +343,11 @@ __attribute__((target("avx2,fma"), flatten)) void run_task_avx2(const ChunkPlan&
 }
 __attribute__((flatten)) void run_task_sse2(const ChunkPlan& plan, int64_t task, float* scratch) {
   run_task<IsaSse2>(plan, task, scratch);
+}
+#endif
+__attribute__((flatten)) void run_task_portable(const ChunkPlan& plan, int64_t task,
+                                                float* scratch) {
+  run_task<IsaPortable>(plan, task, scratch);
 }
 
 struct IsaPath {
@@ -357,9 +364,12 @@ constexpr IsaPath make_path(RunTaskFn fn) {
 
 // Widest first.
 constexpr IsaPath kPaths[] = {
+#if defined(__x86_64__)
     make_path<IsaAvx512>(run_task_avx512),
     make_path<IsaAvx2Fma>(run_task_avx2),
     make_path<IsaSse2>(run_task_sse2),
+#endif
+    make_path<IsaPortable>(run_task_portable),
 };
 
 // The widest path this CPU runs, or the one GEMM_CPU_ISA names (to test or pin a narrower path);
@@ -374,8 +384,10 @@ IsaSelection select_path() {
   for (const IsaPath& path : kPaths)
     if ((forced == nullptr || std::string(forced) == path.name) && path.supported())
       return {&path, {}};
-  return {nullptr, std::string("gemm (CPU): ") + kIsaEnvVar +
-                       " must be avx512, avx2 or sse2 and supported by this CPU, got " + forced};
+  std::string names;
+  for (const IsaPath& path : kPaths) names += std::string(names.empty() ? "" : ", ") + path.name;
+  return {nullptr, std::string("gemm (CPU): ") + kIsaEnvVar + " must name a path this CPU runs (" +
+                       names + "), got " + forced};
 }
 
 size_t round_up(size_t bytes) {

@@ -6,14 +6,34 @@
 // 128-bit XMM registers in 64-bit mode), §14.1 (AVX/AVX2: 16 256-bit YMM registers; FMA in §14.5),
 // §15.1 (AVX-512: 32 512-bit ZMM registers). SSE2 is the x86-64 baseline every build can assume;
 // the wider ISAs are chosen at run time (GCC function multiversioning, `__builtin_cpu_supports`).
+// Other architectures (and GEMM_CPU_ISA=portable, to test it here) get IsaPortable: plain GCC
+// vector extensions, 16-byte vectors, no intrinsics.
 #pragma once
-
-#include <immintrin.h>
 
 #include <cstdint>
 #include <cstring>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace gemm::cpu {
+
+struct IsaPortable {
+  static constexpr const char* kName = "portable";
+  static constexpr int kVectorBytes = 16;
+  static constexpr int kVectorRegisters = 16;  // the fewest of SSE (16) and AArch64 NEON (32)
+  static bool supported() { return true; }
+  typedef uint8_t Bytes __attribute__((vector_size(kVectorBytes / 4)));
+  typedef int32_t Words __attribute__((vector_size(kVectorBytes)));
+  static Words widen_bytes(const uint8_t* src) {
+    Bytes bytes;
+    std::memcpy(&bytes, src, sizeof(bytes));
+    return __builtin_convertvector(bytes, Words);
+  }
+};
+
+#if defined(__x86_64__)
 
 struct IsaSse2 {
   static constexpr const char* kName = "sse2";
@@ -55,5 +75,7 @@ struct IsaAvx512 {
                                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
   }
 };
+
+#endif  // __x86_64__
 
 }  // namespace gemm::cpu
