@@ -9,9 +9,6 @@
 
 namespace gemm::cuda {
 
-// SM count and co-resident 2-CTA cluster count of `device` (cached per device).
-std::string query_gpu_slots(int device, GpuSlots& slots);
-
 // Runs `plan` (from make_plan / choose_plan for these args' m, n, k) on `stream`.
 std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, void* stream,
                              const Plan& plan);

@@ -35,6 +35,22 @@ std::string cuda_error(const char* what, cudaError_t err) {
   return std::string("gemm (CUDA): ") + what + " failed: " + cudaGetErrorString(err);
 }
 
+// Multiprocessor count read once per device index (benign race: every writer stores the same value).
+int sm_count(int device, std::string& err) {
+  static std::atomic<int> cache[kMaxDevices] = {};
+  if (device >= 0 && device < kMaxDevices) {
+    if (const int v = cache[device].load(std::memory_order_relaxed)) return v;
+  }
+  int v = 0;
+  const cudaError_t e = cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, device);
+  if (e != cudaSuccess) {
+    err = cuda_error("cudaDeviceGetAttribute(MultiProcessorCount)", e);
+    return 0;
+  }
+  if (device >= 0 && device < kMaxDevices) cache[device].store(v, std::memory_order_relaxed);
+  return v;
+}
+
 using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
                                    const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
                                    const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
@@ -116,71 +132,20 @@ std::string encode_operand(const char* name, const Operand& op, int64_t rows, in
   return {};
 }
 
-// The 16-bit output as TMA-store boxes of kStoreChunkCols x 64 rows (64B swizzle), when the tile,
-// format and alignment allow it; otherwise the kernel stores from registers (use_tma = false).
-std::string encode_output(const GemmArgs& args, const TileConfig& cfg, const Plan& plan,
-                          CUtensorMap& map, bool& use_tma) {
-  const int64_t row_bytes = args.c_stride_m * cuda::kStoreElemBytes;
-  use_tma = plan.splits == 1 && cuda::tma_store_tile(cfg) && args.c_format != OutFormat::kFP32 &&
-            reinterpret_cast<uintptr_t>(args.c) % cuda::hopper::kTmaAlignBytes == 0 &&
-            (args.m == 1 || (row_bytes % cuda::hopper::kTmaAlignBytes == 0 && args.c_stride_m >= args.n));
-  if (!use_tma) return {};
-  const EncodeTiledFn encode = tensor_map_encoder();
-  if (encode == nullptr) {
-    return "gemm (CUDA): cuTensorMapEncodeTiled is unavailable from the driver (needs CUDA >= 12.0)";
-  }
-  const int64_t padded_row = cuda::cdiv(args.n * cuda::kStoreElemBytes, cuda::hopper::kTmaAlignBytes) *
-                             cuda::hopper::kTmaAlignBytes;
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(args.n), static_cast<cuuint64_t>(args.m)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(args.m == 1 ? padded_row : row_bytes)};
-  const cuuint32_t box[2] = {static_cast<cuuint32_t>(cuda::kStoreChunkCols),
-                             static_cast<cuuint32_t>(cuda::hopper::kWgmmaM)};
-  const cuuint32_t elem_strides[2] = {1, 1};
-  const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, args.c, dims, strides, box,
-                            elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_64B,
-                            CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) {
-    return "gemm (CUDA): cuTensorMapEncodeTiled for `out` failed with CUresult " +
-           std::to_string(static_cast<int>(r)) + " (m " + std::to_string(args.m) + ", n " +
-           std::to_string(args.n) + ", row stride " + std::to_string(args.c_stride_m) + ")";
-  }
-  return {};
-}
-
 // ---- dispatch: one launcher per row of kTileConfigs ----
-using ConfigLauncher = cudaError_t (*)(const CUtensorMap&, const CUtensorMap&, const CUtensorMap&,
-                                       const KernelParams&, int grid, cudaStream_t);
+using ConfigLauncher = cudaError_t (*)(const CUtensorMap&, const CUtensorMap&, const KernelParams&,
+                                       int grid, cudaStream_t);
 
 template <int I>
-cudaLaunchConfig_t launch_config_for(int grid, cudaStream_t stream, cudaLaunchAttribute& cluster) {
+cudaError_t launch_config(const CUtensorMap& ta, const CUtensorMap& tb, const KernelParams& p,
+                          int grid, cudaStream_t stream) {
   constexpr TileConfig c = kTileConfigs[I];
-  cluster.id = cudaLaunchAttributeClusterDimension;
-  cluster.val.clusterDim.x = c.cluster_m;
-  cluster.val.clusterDim.y = 1;
-  cluster.val.clusterDim.z = 1;
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(grid);
-  config.blockDim = dim3(cuda::num_threads(c));
-  config.dynamicSmemBytes = cuda::smem_bytes(c);
-  config.stream = stream;
-  config.attrs = &cluster;
-  config.numAttrs = 1;
-  return config;
-}
-
-template <int I>
-cudaError_t launch_config(const CUtensorMap& ta, const CUtensorMap& tb, const CUtensorMap& tc,
-                          const KernelParams& p, int grid, cudaStream_t stream) {
-  constexpr TileConfig c = kTileConfigs[I];
-  auto* kernel = &cuda::fp8_gemm_kernel<c.block_m, c.block_n, c.cluster_m, c.n_sub>;
+  auto* kernel = &cuda::fp8_gemm_kernel<c.block_m, c.block_n>;
   constexpr int smem = cuda::smem_bytes(c);
   // Set on every launch: cheap, and free of first-call races across threads and devices.
-  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (e != cudaSuccess) return e;
-  cudaLaunchAttribute cluster{};
-  const cudaLaunchConfig_t config = launch_config_for<I>(grid, stream, cluster);
-  e = cudaLaunchKernelEx(&config, kernel, ta, tb, tc, p);
-  if (e != cudaSuccess) return e;
+  kernel<<<grid, cuda::num_threads(c), smem, stream>>>(ta, tb, p);
   return cudaGetLastError();
 }
 
@@ -192,55 +157,9 @@ constexpr auto kLaunchers = make_launchers(std::make_index_sequence<cuda::kNumTi
 
 int out_bytes(OutFormat f) { return f == OutFormat::kFP32 ? 4 : 2; }
 
-// How many clusters of the first cluster config fit at once (all cluster configs use ~all of an
-// SM's shared memory, so one CTA per SM; GPC sizes decide how many pairs fit).
-cudaError_t query_max_clusters(int& clusters) {
-  constexpr int I = cuda::first_cluster_config();
-  static_assert(I >= 0, "the tile table has no cluster config");
-  constexpr TileConfig c = kTileConfigs[I];
-  auto* kernel = &cuda::fp8_gemm_kernel<c.block_m, c.block_n, c.cluster_m, c.n_sub>;
-  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       cuda::smem_bytes(c));
-  if (e != cudaSuccess) return e;
-  cudaLaunchAttribute cluster{};
-  const cudaLaunchConfig_t config = launch_config_for<I>(c.cluster_m, nullptr, cluster);
-  return cudaOccupancyMaxActiveClusters(&clusters, kernel, &config);
-}
-
-
 }  // namespace
 
 namespace cuda {
-
-// Multiprocessor count and co-resident cluster count, read once per device index (benign race:
-// every writer stores the same values).
-std::string query_gpu_slots(int device, GpuSlots& slots) {
-  static std::atomic<int> sms_cache[kMaxDevices] = {};
-  static std::atomic<int> clusters_cache[kMaxDevices] = {};
-  const bool cached = device >= 0 && device < kMaxDevices;
-  if (cached && sms_cache[device].load(std::memory_order_relaxed) != 0) {
-    slots.num_sms = sms_cache[device].load(std::memory_order_relaxed);
-    slots.max_clusters = clusters_cache[device].load(std::memory_order_relaxed);
-    return {};
-  }
-  if (const cudaError_t e = cudaDeviceGetAttribute(&slots.num_sms, cudaDevAttrMultiProcessorCount, device);
-      e != cudaSuccess) {
-    return cuda_error("cudaDeviceGetAttribute(MultiProcessorCount)", e);
-  }
-  if (const cudaError_t e = query_max_clusters(slots.max_clusters); e != cudaSuccess) {
-    return cuda_error("cudaOccupancyMaxActiveClusters", e);
-  }
-  if (slots.num_sms < 1 || slots.max_clusters < 1) {
-    return "gemm (CUDA): device " + std::to_string(device) + " reports " +
-           std::to_string(slots.num_sms) + " SMs and room for " + std::to_string(slots.max_clusters) +
-           " 2-CTA clusters of the GEMM kernel (expected >= 1 each)";
-  }
-  if (cached) {
-    clusters_cache[device].store(slots.max_clusters, std::memory_order_relaxed);
-    sms_cache[device].store(slots.num_sms, std::memory_order_relaxed);
-  }
-  return {};
-}
 
 std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, void* stream_ptr,
                              const Plan& plan) {
@@ -265,8 +184,7 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
       !err.empty()) return err;
   CUtensorMap map_a, map_b;
   if (err = encode_operand("a", a, m, k, cfg.block_m, map_a); !err.empty()) return err;
-  // Each CTA of a cluster loads (and multicasts) its 1/cluster_m slice of the B tile.
-  if (err = encode_operand("b", b, n, k, cfg.block_n / cfg.cluster_m, map_b); !err.empty()) return err;
+  if (err = encode_operand("b", b, n, k, cfg.block_n, map_b); !err.empty()) return err;
 
   KernelParams p;
   p.m = m;
@@ -306,11 +224,7 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
                   (m == 1 || args.c_stride_m % 2 == 0);
   }
 
-  CUtensorMap map_c{};
-  if (err = encode_output(args, cfg, plan, map_c, p.tma_store); !err.empty()) return err;
-
-  if (const cudaError_t e = kLaunchers[plan.config](map_a, map_b, map_c, p, plan.grid, stream);
-      e != cudaSuccess) {
+  if (const cudaError_t e = kLaunchers[plan.config](map_a, map_b, p, plan.grid, stream); e != cudaSuccess) {
     return cuda_error("fp8_gemm_kernel launch", e);
   }
 
@@ -343,9 +257,10 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
 std::string gemm_launch(const GemmArgs& args, const Workspace& workspace, void* stream) {
   int device = 0;
   if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return cuda_error("cudaGetDevice", e);
-  cuda::GpuSlots gpu;
-  if (std::string err = cuda::query_gpu_slots(device, gpu); !err.empty()) return err;
-  const Plan plan = cuda::choose_plan(args.m, args.n, args.k, gpu, out_bytes(args.c_format));
+  std::string err;
+  const int num_sms = sm_count(device, err);
+  if (num_sms == 0) return err;
+  const Plan plan = cuda::choose_plan(args.m, args.n, args.k, num_sms, out_bytes(args.c_format));
   return cuda::launch_with_plan(args, workspace, stream, plan);
 }
 

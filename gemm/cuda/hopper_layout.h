@@ -66,15 +66,6 @@ GEMM_HOST_DEVICE constexpr uint64_t make_smem_desc_k_major_sw128(uint32_t smem_a
 // address (the hardware applies the swizzle to the computed address).
 constexpr uint64_t kDescKStep = static_cast<uint64_t>(kWgmmaK) >> kDescAddrShift;
 
-// --- 64-byte swizzled tiles (TMA store of the 16-bit output) [wgmma-swz] ---
-// Rows of 64 bytes; the 16-byte unit index (address bits [4,6)) is XORed with bits [7,9), so the
-// 8 rows x 16 bytes a warp writes per fragment store land in 8 distinct bank groups.
-constexpr int kSwizzle64Bytes = 64;
-constexpr int kSwizzleUnitBytes = 16;
-GEMM_HOST_DEVICE constexpr uint32_t swizzle64(uint32_t offset) {
-  return offset ^ (((offset >> 7) & 3u) << 4);
-}
-
 // --- TMA [cp-async-bulk-tensor] ---
 constexpr int kTmaAlignBytes = 16;   // base address and every global stride
 constexpr int kTmaMaxBox = 256;      // elements per box dimension

@@ -16,7 +16,7 @@ import torch  # noqa: E402
 import kernels  # noqa: E402
 from _helpers import assert_close_gemm, make_inputs, reference_gemm  # noqa: E402
 
-CASES = [  # (m, n, k, layout): ragged M/N/K, K % 16 != 0, split-K, 2-CTA cluster, M-major repack
+CASES = [  # (m, n, k, layout): ragged M/N/K, K % 16 != 0, split-K, both BLOCK_M, M-major repack
     (1, 8, 16, "contiguous"),
     (77, 520, 1000, "contiguous"),
     (64, 576, 7168, "contiguous"),
