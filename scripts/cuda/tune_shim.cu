@@ -1,0 +1,42 @@
+// C entry points over the CUDA backend for scripts/cuda/tune.py: run gemm_launch, or one forced
+// (tile config, split count) plan, with a workspace callback supplied from Python.
+#include <cuda_runtime.h>
+
+#include <cstring>
+
+#include "../../gemm/cuda/gemm_cuda.h"
+
+extern "C" int tune_gemm(const gemm::GemmArgs* args, void* (*allocate)(void*, size_t), void* context,
+                         void* stream, int config, int splits, char* error, int error_len) {
+  const gemm::Workspace workspace{allocate, context};
+  std::string e;
+  if (config < 0) {
+    e = gemm::gemm_launch(*args, workspace, stream);
+  } else {
+    int device = 0, sms = 0;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    const int out_bytes = args->c_format == gemm::OutFormat::kFP32 ? 4 : 2;
+    const auto plan = gemm::cuda::make_plan(config, splits, args->m, args->n, args->k, sms, out_bytes);
+    e = gemm::cuda::launch_with_plan(*args, workspace, stream, plan);
+  }
+  std::strncpy(error, e.c_str(), error_len - 1);
+  error[error_len - 1] = 0;
+  return e.empty() ? 0 : 1;
+}
+
+// out = {config, block_m, block_n, splits, grid} of the heuristic's plan.
+extern "C" void tune_plan(long long m, long long n, long long k, int sms, int* out) {
+  const auto p = gemm::cuda::choose_plan(m, n, k, sms, 2);
+  out[0] = p.config;
+  out[1] = gemm::cuda::kTileConfigs[p.config].block_m;
+  out[2] = gemm::cuda::kTileConfigs[p.config].block_n;
+  out[3] = p.splits;
+  out[4] = p.grid;
+}
+
+extern "C" int tune_num_configs() { return gemm::cuda::kNumTileConfigs; }
+extern "C" void tune_config(int i, int* out) {
+  out[0] = gemm::cuda::kTileConfigs[i].block_m;
+  out[1] = gemm::cuda::kTileConfigs[i].block_n;
+}
