@@ -105,6 +105,9 @@ std::string prepare_operand(const char* name, const void* ptr, int64_t rows, int
                   static_cast<unsigned>(std::min(cuda::cdiv(rows, cuda::kRepackTile), kMaxGridY)));
   cuda::repack_k_major_kernel<<<grid, cuda::kRepackThreads, 0, stream>>>(
       static_cast<const uint8_t*>(ptr), rows, k, stride_row, stride_k, dst, packed_ld);
+  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) {
+    return cuda_error((std::string("repack_k_major_kernel launch for `") + name + "`").c_str(), e);
+  }
   op.ptr = dst;
   op.row_bytes = packed_ld;
   return {};
