@@ -3,6 +3,7 @@
 A peer turns a Problem into one zero-argument timed call. By default (Peer.prepare) the call is
 `run(*convert(problem))`: for K-major sets the conversion to the peer's preferred layout is done once,
 untimed (a quantizer can emit any layout); for the challenge layout it is inside the timed call."""
+import functools
 import os
 from pathlib import Path
 
@@ -88,11 +89,39 @@ class Ours(Peer):
         return self.kernel().gemm(a, b, a_scale, b_scale, out_dtype=out_dtype)
 
 
+@functools.lru_cache(maxsize=None)
+def _scale_rows_aligned(device: torch.device, fp8_dtype) -> bool:
+    """Whether this torch's block-scaled _scaled_mm wants Bs rows padded to 16 bytes (newer torch)
+    rather than exactly K/128 floats apart (torch 2.11, which refuses the padded layout). A tiny probe
+    with K/128 = 3, where the two layouts differ, tells them apart."""
+    m = n = 2 * SCALE_BLOCK_N
+    kb = CUBLAS_SCALE_BLOCKS_ALIGN - 1
+    a = torch.ones(m, kb * SCALE_BLOCK_K, device=device).to(fp8_dtype)
+    a_scale = torch.ones(kb, m, device=device).t()
+    b_scale = torch.ones(n // SCALE_BLOCK_N, kb, device=device)
+    try:
+        torch._scaled_mm(a, a.t(), scale_a=a_scale, scale_b=b_scale.t(), out_dtype=torch.bfloat16)
+    except (RuntimeError, ValueError):  # torch raises either for an invalid scaling configuration
+        return True
+    return False
+
+
+def _row_major_scale(scale: torch.Tensor, aligned: bool) -> torch.Tensor:
+    """Row-major Bs, its rows CUBLAS_SCALE_BLOCKS_ALIGN floats (16 bytes) apart when `aligned`."""
+    if not aligned:
+        return scale.contiguous()
+    rows, cols = scale.shape
+    buffer = scale.new_zeros(rows, -(-cols // CUBLAS_SCALE_BLOCKS_ALIGN) * CUBLAS_SCALE_BLOCKS_ALIGN)
+    buffer[:, :cols] = scale
+    return buffer[:, :cols]
+
+
 class ScaledMMBlock(Peer):
     """cuBLASLt (hipBLASLt on ROCm) 1x128 x 128x128 block scaling through torch._scaled_mm.
 
     torch 2.11 wants mat2 as [K, N] column-major (B^T of a K-major B), scale_a [M, K/128] M-major
-    (strides (1, M)) and scale_b [K/128, N/128] = Bs^T of a row-major Bs; it rejects fast accumulation."""
+    (strides (1, M)) and scale_b [K/128, N/128] = Bs^T of a row-major Bs (rows padded to 16 bytes on
+    newer torch: probed once); it rejects fast accumulation."""
     name = "scaled-mm-block"
     label = "torch._scaled_mm block"
     conversion = "A, B to K-major, Bs to row-major (copies)"
@@ -101,7 +130,8 @@ class ScaledMMBlock(Peer):
         return None if device.type == "cuda" else "needs a GPU"
 
     def convert(self, p):
-        return _k_major(p.a), _k_major(p.b), _outer_major(p.a_scale), p.b_scale.contiguous()
+        aligned = _scale_rows_aligned(p.a.device, p.a.dtype)
+        return _k_major(p.a), _k_major(p.b), _outer_major(p.a_scale), _row_major_scale(p.b_scale, aligned)
 
     def run(self, a, b, a_scale, b_scale, out_dtype):
         return torch._scaled_mm(a, b.t(), scale_a=a_scale, scale_b=b_scale.t(), out_dtype=out_dtype)
@@ -118,13 +148,12 @@ class ScaledMMBlockPadK(ScaledMMBlock):
         return ceil_div(shape.k, SCALE_BLOCK_K) % CUBLAS_SCALE_BLOCKS_ALIGN != 0
 
     def convert(self, p):
-        a, b, a_scale, b_scale = super().convert(p)
         k_pad = -p.shape.k % (CUBLAS_SCALE_BLOCKS_ALIGN * SCALE_BLOCK_K)
-        kb_pad = -a_scale.shape[1] % CUBLAS_SCALE_BLOCKS_ALIGN
+        kb_pad = -p.a_scale.shape[1] % CUBLAS_SCALE_BLOCKS_ALIGN
         # F.pad has no FP8 kernel: pad the bytes.
-        a = F.pad(a.view(torch.uint8), (0, k_pad)).view(a.dtype)
-        b = F.pad(b.view(torch.uint8), (0, k_pad)).view(b.dtype)
-        return a, b, _outer_major(F.pad(a_scale, (0, kb_pad))), F.pad(b_scale, (0, kb_pad))
+        a = F.pad(_k_major(p.a).view(torch.uint8), (0, k_pad)).view(p.a.dtype)
+        b = F.pad(_k_major(p.b).view(torch.uint8), (0, k_pad)).view(p.b.dtype)
+        return a, b, _outer_major(F.pad(p.a_scale, (0, kb_pad))), F.pad(p.b_scale, (0, kb_pad)).contiguous()
 
 
 class ScaledMMTensor(ScaledMMBlock):
