@@ -8,6 +8,7 @@ import json
 import os
 import platform
 import random
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -185,6 +186,10 @@ def parse_args(argv):
     return args
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 def main(argv=None, extra_peers=()):
     """Runs the benchmark; returns the results dict. `extra_peers`: Peer instances to add (tests use it)."""
     args = parse_args(argv)
@@ -217,17 +222,23 @@ def main(argv=None, extra_peers=()):
     }
     progress = Progress(sum(p.applies(s) for shapes in sets.values() for s in shapes for p in active), args.quiet)
     index = 0
-    for set_name, shapes in sets.items():
-        for shape in shapes:
-            problem = make_problem(shape, device, fp8, seed + index)
-            index += 1
-            for peer in (p for p in active if p.applies(shape)):
-                row = {"set": set_name, "shape": shape.label, "m": shape.m, "n": shape.n, "k": shape.k,
-                       "layout": shape.layout, "flops": problem.flops, "bytes": problem.bytes,
-                       **run_row(peer, problem, timer)}
-                results["rows"].append(row)
-                progress.step(f"{shape.label} {peer.name} {row['status']}")
-            del problem
+    # A run stopped early (Ctrl-C, or SIGTERM from a time limit) still reports the rows it finished.
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        for set_name, shapes in sets.items():
+            for shape in shapes:
+                problem = make_problem(shape, device, fp8, seed + index)
+                index += 1
+                for peer in (p for p in active if p.applies(shape)):
+                    row = {"set": set_name, "shape": shape.label, "m": shape.m, "n": shape.n, "k": shape.k,
+                           "layout": shape.layout, "flops": problem.flops, "bytes": problem.bytes,
+                           **run_row(peer, problem, timer)}
+                    results["rows"].append(row)
+                    progress.step(f"{shape.label} {peer.name} {row['status']}")
+                del problem
+    except KeyboardInterrupt:
+        results["interrupted"] = True
+        print(f"interrupted: reporting the {len(results['rows'])} rows finished", file=sys.stderr)
     progress.close()
     report.annotate(results)
 
