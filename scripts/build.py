@@ -192,11 +192,14 @@ def git(root: Path, *args: str) -> str:
 
 def source_id(root: Path, config: dict) -> str:
     """7 hex chars of HEAD's tree id (+ `_dirty` when tracked files changed), or of a source hash."""
-    if (root / ".git").exists():
+    try:
         tree = git(root, "rev-parse", "HEAD^{tree}")[:ID_HEX_CHARS]
         dirty = git(root, "status", "--porcelain", "--untracked-files=no")
         return f"{tree}_dirty" if dirty else tree
-    # A copy of the tree without .git (e.g. on a device machine): hash everything a build reads.
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    # No usable git (no .git, no commits, no git binary; e.g. a copy of the tree on a device
+    # machine): hash everything a build reads.
     digest = hashlib.sha256()
     listed = [config["torch"]["src"], *(k["src"] for k in config.get("kernel", {}).values())]
     files = {root / "build.toml", *(root / f for src in listed for f in src)}
