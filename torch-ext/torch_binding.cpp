@@ -117,14 +117,23 @@ struct Problem {
   gemm::OutFormat out_format;
 };
 
+// "[d0, d1, ...]", formatted here rather than by streaming IntArrayRef: the CUDA build on torch
+// 2.11 crashed while raising the first shape error (after dtype errors had raised fine), and the
+// sizes printer was the one thing those messages did not share. Unconfirmed cause; same text.
+std::string shape_str(const at::Tensor& t) {
+  std::string s = "[";
+  for (int64_t d = 0; d < t.dim(); ++d) s += (d ? ", " : "") + std::to_string(t.size(d));
+  return s + "]";
+}
+
 void check_2d(const at::Tensor& t, const char* name, const char* dims) {
   TORCH_CHECK_VALUE(t.dim() == 2, "gemm: ", name, " must be a 2-D tensor ", dims, ", got a ", t.dim(),
-                    "-D tensor of shape ", t.sizes());
+                    "-D tensor of shape ", shape_str(t));
 }
 
 void check_shape(const at::Tensor& t, const char* name, const char* dims, int64_t rows, int64_t cols) {
   TORCH_CHECK_VALUE(t.size(0) == rows && t.size(1) == cols, "gemm: ", name, " must have shape ", dims, " = [",
-                    rows, ", ", cols, "], got ", t.sizes());
+                    rows, ", ", cols, "], got ", shape_str(t));
 }
 
 void check_same_device(const at::Tensor& t, const char* name, const at::Tensor& a) {
@@ -187,7 +196,7 @@ Problem validate(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b
   TORCH_CHECK_VALUE(problem.k >= 1, "gemm: K (a.shape[1]) must be >= 1, got ", problem.k);
   TORCH_CHECK_VALUE(problem.n >= 1, "gemm: N (b.shape[0]) must be >= 1, got ", problem.n);
   TORCH_CHECK_VALUE(b.size(1) == problem.k, "gemm: b must have shape [N, K] with K = a.shape[1] = ", problem.k,
-                    ", got ", b.sizes());
+                    ", got ", shape_str(b));
   const int64_t k_blocks = gemm::ceil_div(problem.k, gemm::kScaleBlockK);
   const int64_t n_blocks = gemm::ceil_div(problem.n, gemm::kScaleBlockN);
   check_shape(a_scale, "a_scale", "[M, ceil(K/128)]", problem.m, k_blocks);
