@@ -1,3 +1,6 @@
+"""Accuracy diagnostic for a GPU build: the tests' accuracy rule (tests/_helpers.assert_close_gemm) on
+shapes up to 4096x2112x7168, and per-K-block isolation at 64x64x1152. Run from the repo root with
+LOCAL_KERNELS=kernels-community/gemm=$PWD after python3 scripts/build.py."""
 import sys, torch
 sys.path.insert(0, "tests")
 from _helpers import make_inputs, reference_gemm, assert_close_gemm
