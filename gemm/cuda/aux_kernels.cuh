@@ -44,6 +44,27 @@ __global__ void __launch_bounds__(kRepackThreads)
   }
 }
 
+// ---- A scales -> K-block-major: dst[c * ld + r] = src[r * stride_r + c * stride_c] ----
+// TMA loads a tile's A scales of one K block as one row of a [K/128, M] array; scales in any other
+// layout are copied into that form first.
+struct ScaleCopy {
+  const float* src = nullptr;
+  int64_t rows = 0, cols = 0, stride_r = 0, stride_c = 0;
+  float* dst = nullptr;
+  int64_t ld = 0;
+};
+constexpr int kScaleCopyThreads = 256;
+
+__global__ void __launch_bounds__(kScaleCopyThreads) transpose_scales_kernel(const ScaleCopy j) {
+  const int64_t total = j.rows * j.cols;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  // Consecutive threads walk r, the destination's unit-stride dimension.
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
+    const int64_t r = i % j.rows, c = i / j.rows;
+    j.dst[c * j.ld + r] = j.src[r * j.stride_r + c * j.stride_c];
+  }
+}
+
 // ---- split-K: out[m, n] = sum over s = 0..S-1 (in that order) of partial[s][m][n] ----
 constexpr int kReduceThreads = 256;
 

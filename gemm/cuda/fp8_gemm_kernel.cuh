@@ -4,12 +4,15 @@
 //  - a persistent grid walks work units (tile x K split) with grouped rasterization (kGroupM) so
 //    that CTAs running at the same time share A and B tiles in L2;
 //  - one producer warpgroup (registers given away with setmaxnreg.dec) fills a kStages-deep ring
-//    guarded by full/empty mbarriers: one thread issues the TMA loads of 128B-swizzled A/B tiles,
-//    one warp copies that K block's A and B scales (any strides) into the stage with cp.async, whose
-//    completion arrives on the same full barrier - so scale latency is hidden kStages blocks ahead;
-//  - 1 or 2 math warpgroups (64 rows each) run 4 wgmma m64nNk32 steps per 128-K block into a
-//    temporary accumulator, wait, then promote `acc += tmp * As[row, kb] * Bs[col / 128, kb]` in fp32
-//    registers (two-level accumulation: FP8 tensor-core sums lose bits over long K);
+//    guarded by full/empty mbarriers: one thread issues the TMA loads of 128B-swizzled A/B tiles
+//    (and, for two-warpgroup tiles, of the K block's A scales), one warp copies the remaining scales
+//    (any strides) into the stage with cp.async, whose completion arrives on the same full barrier -
+//    so scale latency is hidden kStages blocks ahead;
+//  - 1 or 2 math warpgroups (64 rows each) run wgmma m64nNk32 steps into a temporary accumulator and
+//    promote `acc += tmp * As[row, kb] * Bs[col / 128, kb]` in fp32 registers (two-level
+//    accumulation: FP8 tensor-core sums lose bits over long K). Where registers allow, two
+//    temporaries alternate: the wgmma of step t+1 runs on the tensor cores while step t is promoted,
+//    so promotion never leaves the tensor cores idle;
 //  - the epilogue converts (bf16/fp16 round-to-nearest-even, or fp32) and stores from registers with
 //    row/column guards, so ragged M and N never write out of bounds; ragged K is zero-filled by TMA.
 // Raw PTX (hopper_ptx.h) rather than CUTLASS/CuTe: a dozen instructions, fast CI compiles, and full
@@ -21,6 +24,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "../gemm_launcher.h"
 #include "gemm_heuristics.h"
@@ -29,11 +33,6 @@
 #include "wgmma_fp8.h"
 
 namespace gemm::cuda {
-
-// Register budgets after setmaxnreg: the producer needs few; math warpgroups hold 2 accumulators.
-constexpr int kProducerRegs = 56;
-constexpr int kMathRegs1WG = 240;   // 128*56 + 128*240 <= 64K registers
-constexpr int kMathRegs2WG = 224;   // 128*56 + 256*224 <= 64K registers
 
 struct KernelParams {
   int64_t m = 0, n = 0;
@@ -115,30 +114,72 @@ __device__ __forceinline__ void store_fragment(const float (&acc)[kAcc], T* out,
   }
 }
 
+// The scales one promotion multiplies by: this thread's two A rows and up to 3 B scale blocks.
+template <int kMaxScaleBlocks>
+struct StepScales {
+  float a0, a1;
+  float b[kMaxScaleBlocks];
+};
+
+// acc += tmp * (As[row] * Bs[block of col]). Column pairs never straddle a B scale block (block
+// boundaries are multiples of 8 columns away from the tile start, pairs 2-aligned).
+template <int kAcc, int kMaxScaleBlocks>
+__device__ __forceinline__ void promote(float (&acc)[kAcc], const float (&tmp)[kAcc],
+                                        const StepScales<kMaxScaleBlocks>& s, bool one_scale_block,
+                                        int frag_col0, int next_block_col) {
+  if (one_scale_block) {
+    const float s0 = s.a0 * s.b[0], s1 = s.a1 * s.b[0];
+#pragma unroll
+    for (int q = 0; q < kAcc; q += hopper::kFragRegsPerQuad) {
+      acc[q] = fmaf(tmp[q], s0, acc[q]);
+      acc[q + 1] = fmaf(tmp[q + 1], s0, acc[q + 1]);
+      acc[q + 2] = fmaf(tmp[q + 2], s1, acc[q + 2]);
+      acc[q + 3] = fmaf(tmp[q + 3], s1, acc[q + 3]);
+    }
+  } else {
+#pragma unroll
+    for (int q = 0; q < kAcc; q += hopper::kFragRegsPerQuad) {
+      const int col = frag_col0 + (q / hopper::kFragRegsPerQuad) * hopper::kFragColStride;
+      float sbc = col < next_block_col ? s.b[0] : s.b[1];
+      if (kMaxScaleBlocks > 2 && col >= next_block_col + kScaleBlockN) sbc = s.b[kMaxScaleBlocks - 1];
+      const float s0 = s.a0 * sbc, s1 = s.a1 * sbc;
+      acc[q] = fmaf(tmp[q], s0, acc[q]);
+      acc[q + 1] = fmaf(tmp[q + 1], s0, acc[q + 1]);
+      acc[q + 2] = fmaf(tmp[q + 2], s1, acc[q + 2]);
+      acc[q + 3] = fmaf(tmp[q + 3], s1, acc[q + 3]);
+    }
+  }
+}
+
 template <int kBlockM, int kBlockN>
 __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
     fp8_gemm_kernel(const __grid_constant__ CUtensorMap tmap_a,
-                    const __grid_constant__ CUtensorMap tmap_b, const KernelParams p) {
+                    const __grid_constant__ CUtensorMap tmap_b,
+                    const __grid_constant__ CUtensorMap tmap_a_scale, const KernelParams p) {
   constexpr TileConfig kCfg{kBlockM, kBlockN};
   constexpr int kStages = num_stages(kCfg);
   constexpr int kMathWG = num_math_warpgroups(kCfg);
   constexpr int kABytes = kBlockM * kBlockK;
   constexpr int kBBytes = kBlockN * kBlockK;
-  constexpr int kKSteps = kBlockK / hopper::kWgmmaK;
-  // A tile never spans more than this many 128-wide B scale blocks.
-  constexpr int kMaxScaleBlocks = (kBlockN + kScaleBlockN - 1) / kScaleBlockN + 1;
+  // One MMA step covers kPromoteK of K (kWgmmaK each wgmma); a K block is kStepsPerBlock steps.
+  constexpr int kStepsPerBlock = kBlockK / kPromoteK;
+  constexpr int kWgmmasPerStep = kPromoteK / hopper::kWgmmaK;
+  constexpr int kMaxScaleBlocks = max_scale_blocks(kBlockN);
   constexpr int kScaleFloats = scale_stage_floats(kCfg);
-  constexpr int kScaleWarp = 1;  // producer warp copying scales (warp 0 issues TMA)
-  constexpr int kScaleThreadsPerRow = hopper::kWarpSize;
+  constexpr bool kTmaScales = scales_by_tma(kCfg);
+  constexpr int kScaleWarp = 1;  // producer warp gathering scales with cp.async (warp 0 issues TMA)
+  constexpr int kStageTxBytes = kABytes + kBBytes + (kTmaScales ? kBlockM * static_cast<int>(sizeof(float)) : 0);
   using Mma = WgmmaFp8<kBlockN>;
   constexpr int kAcc = Mma::kAccRegs;
+  constexpr int kTmpBufs = tmp_buffers(kCfg);
   static_assert(kBlockM % hopper::kWgmmaM == 0 && kBlockN % hopper::kWgmmaNAlign == 0 &&
                     kBlockN <= hopper::kTmaMaxBox && kBlockM <= hopper::kTmaMaxBox,
                 "tile shape outside what wgmma/TMA take");
   static_assert(kABytes % hopper::kSwizzleAtomBytes == 0 && kBBytes % hopper::kSwizzleAtomBytes == 0,
                 "stage buffers must stay 1024-byte aligned for the 128B swizzle");
-  static_assert(kMaxScaleBlocks <= 3 && kMaxScaleBlocks <= kMaxScaleBlocksPerTile,
-                "promotion selects among at most 3 B scale blocks");
+  static_assert(kBlockK % kPromoteK == 0 && kPromoteK % hopper::kWgmmaK == 0, "promotion interval");
+  static_assert(kMaxScaleBlocks <= kMaxScaleBlocksPerTile, "B scale blocks per tile");
+  static_assert(kTmpBufs == 1 || kTmpBufs == 2, "one or two temporary accumulators");
 
   extern __shared__ uint8_t smem_raw[];
   // The 128B swizzle pattern is a function of address bits [4,10): tiles start 1024-aligned.
@@ -146,7 +187,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
   uint8_t* smem = smem_raw + ((hopper::kSwizzleAtomBytes - raw_addr % hopper::kSwizzleAtomBytes) %
                               hopper::kSwizzleAtomBytes);
   uint8_t* smem_a = smem;
-  uint8_t* smem_b = smem + kStages * kABytes;
+  uint8_t* smem_b = smem_a + kStages * kABytes;
   float* smem_scales = reinterpret_cast<float*>(smem_b + kStages * kBBytes);
   uint64_t* full_bar = reinterpret_cast<uint64_t*>(smem_scales + kStages * kScaleFloats);
   uint64_t* empty_bar = full_bar + kStages;
@@ -158,6 +199,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
   if (threadIdx.x == 0) {
     ptx::tma_prefetch_desc(&tmap_a);
     ptx::tma_prefetch_desc(&tmap_b);
+    if constexpr (kTmaScales) ptx::tma_prefetch_desc(&tmap_a_scale);
 #pragma unroll
     for (int s = 0; s < kStages; ++s) {
       ptx::mbar_init(&full_bar[s], 1 + hopper::kWarpSize);  // TMA expect_tx + scale-warp lanes
@@ -175,15 +217,19 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
       int iter = 0;
       for (int64_t u = blockIdx.x; u < p.units; u += gridDim.x) {
         const WorkUnit w = decode_unit(p, u);
+        const int32_t a_row = static_cast<int32_t>(w.m_blk * kBlockM);
+        const int32_t b_row = static_cast<int32_t>(w.n_blk * kBlockN);
         for (int kb = w.kb_begin; kb < w.kb_end; ++kb, ++iter) {
           const int s = iter % kStages;
           const uint32_t phase = (iter / kStages) & 1;
           ptx::mbar_wait(&empty_bar[s], phase ^ 1);  // fresh barriers pass parity 1 at once
-          ptx::mbar_arrive_expect_tx(&full_bar[s], kABytes + kBBytes);
-          ptx::tma_load_2d(smem_a + s * kABytes, &tmap_a, &full_bar[s], kb * kBlockK,
-                           static_cast<int32_t>(w.m_blk * kBlockM));
-          ptx::tma_load_2d(smem_b + s * kBBytes, &tmap_b, &full_bar[s], kb * kBlockK,
-                           static_cast<int32_t>(w.n_blk * kBlockN));
+          ptx::mbar_arrive_expect_tx(&full_bar[s], kStageTxBytes);
+          ptx::tma_load_2d(smem_a + s * kABytes, &tmap_a, &full_bar[s], kb * kBlockK, a_row);
+          ptx::tma_load_2d(smem_b + s * kBBytes, &tmap_b, &full_bar[s], kb * kBlockK, b_row);
+          if constexpr (kTmaScales) {
+            // The tile's rows of K block kb in the [K/128, M] A-scale array (rows past M read 0).
+            ptx::tma_load_2d(smem_scales + s * kScaleFloats, &tmap_a_scale, &full_bar[s], a_row, kb);
+          }
         }
       }
     } else if (warp == kScaleWarp) {
@@ -200,7 +246,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
           ptx::mbar_wait(&empty_bar[s], phase ^ 1);
           float* dst = smem_scales + s * kScaleFloats;
 #pragma unroll
-          for (int i = lane; i < kBlockM; i += kScaleThreadsPerRow) {
+          for (int i = lane; i < (kTmaScales ? 0 : kBlockM); i += hopper::kWarpSize) {
             const int64_t row = w.m_blk * kBlockM + i;
             const bool ok = row < p.m;
             ptx::cp_async_4(dst + i,
@@ -218,94 +264,110 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
         }
       }
     }
-    return;
-  }
+  } else {
+    // ---------------- math warpgroups ----------------
+    ptx::setmaxnreg_inc<math_registers(kCfg)>();
+    const int64_t num_scale_n = (p.n + kScaleBlockN - 1) / kScaleBlockN;
+    const int frag_row0 = hopper::frag_row(tid, 0);
+    const int frag_col0 = hopper::frag_col(tid, 0);
+    float acc[kAcc];
+    float tmp[kTmpBufs][kAcc];
+    StepScales<kMaxScaleBlocks> scales[kTmpBufs];
+    int iter = 0;  // K blocks consumed so far by this CTA (stage ring position)
+    for (int64_t u = blockIdx.x; u < p.units; u += gridDim.x) {
+      const WorkUnit w = decode_unit(p, u);
+      const int64_t row0 = w.m_blk * kBlockM + warpgroup * hopper::kWgmmaM + frag_row0;
+      // B scale blocks touched by this tile: nb0, and from tile-local column `next_block_col` on nb0+1.
+      const int64_t n0 = w.n_blk * kBlockN;
+      const int64_t nb0 = n0 / kScaleBlockN;
+      const int next_block_col = static_cast<int>((nb0 + 1) * kScaleBlockN - n0);
+      const bool one_scale_block = next_block_col >= kBlockN || nb0 + 1 >= num_scale_n;
+      const int steps = (w.kb_end - w.kb_begin) * kStepsPerBlock;
 
-  // ---------------- math warpgroups ----------------
-  ptx::setmaxnreg_inc<kMathWG == 1 ? kMathRegs1WG : kMathRegs2WG>();
-  const int64_t num_scale_n = (p.n + kScaleBlockN - 1) / kScaleBlockN;
-  const int frag_row0 = hopper::frag_row(tid, 0);
-  const int frag_col0 = hopper::frag_col(tid, 0);
-  float acc[kAcc];
-  float tmp[kAcc];
-  int iter = 0;
-  for (int64_t u = blockIdx.x; u < p.units; u += gridDim.x) {
-    const WorkUnit w = decode_unit(p, u);
-    const int64_t row0 = w.m_blk * kBlockM + warpgroup * hopper::kWgmmaM + frag_row0;
-    // B scale blocks touched by this tile: nb0, and from tile-local column `next_block_col` on nb0+1.
-    const int64_t n0 = w.n_blk * kBlockN;
-    const int64_t nb0 = n0 / kScaleBlockN;
-    const int next_block_col = static_cast<int>((nb0 + 1) * kScaleBlockN - n0);
-    const bool one_scale_block = next_block_col >= kBlockN || nb0 + 1 >= num_scale_n;
+      // Step t: wgmma over K [t * kPromoteK, (t + 1) * kPromoteK) of this unit into tmp[buf].
+      auto issue = [&](int t, auto buf_tag) {
+        constexpr int kBuf = decltype(buf_tag)::value;
+        const int s = (iter + t / kStepsPerBlock) % kStages;
+        const int sub = t % kStepsPerBlock;
+        if (sub == 0) ptx::mbar_wait(&full_bar[s], ((iter + t / kStepsPerBlock) / kStages) & 1);
+        // Scales of this K block (copied by the scale warp); read now, used after the MMAs.
+        const float* stage_scales = smem_scales + s * kScaleFloats;
+        scales[kBuf].a0 = stage_scales[warpgroup * hopper::kWgmmaM + frag_row0];
+        scales[kBuf].a1 = stage_scales[warpgroup * hopper::kWgmmaM + frag_row0 + hopper::kFragRowHalf];
+#pragma unroll
+        for (int j = 0; j < kMaxScaleBlocks; ++j) scales[kBuf].b[j] = stage_scales[kBlockM + j];
+        const uint64_t desc_a = hopper::make_smem_desc_k_major_sw128(
+            ptx::smem_addr(smem_a + s * kABytes + warpgroup * hopper::kWgmmaM * kBlockK)) +
+                                sub * kWgmmasPerStep * hopper::kDescKStep;
+        const uint64_t desc_b = hopper::make_smem_desc_k_major_sw128(ptx::smem_addr(smem_b + s * kBBytes)) +
+                                sub * kWgmmasPerStep * hopper::kDescKStep;
+        ptx::fence_regs(tmp[kBuf]);
+        ptx::wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < kWgmmasPerStep; ++ks) {
+          Mma::mma(tmp[kBuf], desc_a + ks * hopper::kDescKStep, desc_b + ks * hopper::kDescKStep, ks > 0);
+        }
+        ptx::wgmma_commit();
+      };
+      // Waits for step t (leaving kPending later groups in flight), frees its stage after the last
+      // step of a K block, and promotes it.
+      auto retire = [&](int t, auto buf_tag, auto pending_tag) {
+        constexpr int kBuf = decltype(buf_tag)::value;
+        ptx::wgmma_wait<decltype(pending_tag)::value>();
+        ptx::fence_regs(tmp[kBuf]);
+        if (t % kStepsPerBlock == kStepsPerBlock - 1 && lane == 0) {
+          ptx::mbar_arrive(&empty_bar[(iter + t / kStepsPerBlock) % kStages]);
+        }
+        promote(acc, tmp[kBuf], scales[kBuf], one_scale_block, frag_col0, next_block_col);
+      };
+      using B0 = std::integral_constant<int, 0>;
+      using B1 = std::integral_constant<int, kTmpBufs - 1>;
+      using Wait0 = std::integral_constant<int, 0>;
+      using Wait1 = std::integral_constant<int, 1>;
 
 #pragma unroll
-    for (int i = 0; i < kAcc; ++i) acc[i] = 0.f;
-
-    for (int kb = w.kb_begin; kb < w.kb_end; ++kb, ++iter) {
-      const int s = iter % kStages;
-      const uint32_t phase = (iter / kStages) & 1;
-      ptx::mbar_wait(&full_bar[s], phase);
-      // Scales of this K block (copied by the scale warp); read now, used after the MMAs.
-      const float* stage_scales = smem_scales + s * kScaleFloats;
-      const float sa0 = stage_scales[warpgroup * hopper::kWgmmaM + frag_row0];
-      const float sa1 = stage_scales[warpgroup * hopper::kWgmmaM + frag_row0 + hopper::kFragRowHalf];
-      float sb[kMaxScaleBlocks];
-#pragma unroll
-      for (int j = 0; j < kMaxScaleBlocks; ++j) sb[j] = stage_scales[kBlockM + j];
-      const uint64_t desc_a = hopper::make_smem_desc_k_major_sw128(
-          ptx::smem_addr(smem_a + s * kABytes + warpgroup * hopper::kWgmmaM * kBlockK));
-      const uint64_t desc_b =
-          hopper::make_smem_desc_k_major_sw128(ptx::smem_addr(smem_b + s * kBBytes));
-      ptx::fence_regs(tmp);
-      ptx::wgmma_fence();
-#pragma unroll
-      for (int ks = 0; ks < kKSteps; ++ks) {
-        Mma::mma(tmp, desc_a + ks * hopper::kDescKStep, desc_b + ks * hopper::kDescKStep, ks > 0);
-      }
-      ptx::wgmma_commit();
-      ptx::wgmma_wait<0>();
-      ptx::fence_regs(tmp);
-      if (lane == 0) ptx::mbar_arrive(&empty_bar[s]);  // stage free: the next TMA may land
-
-      if (one_scale_block) {
-        const float s0 = sa0 * sb[0], s1 = sa1 * sb[0];
-#pragma unroll
-        for (int q = 0; q < kAcc; q += hopper::kFragRegsPerQuad) {
-          acc[q] = fmaf(tmp[q], s0, acc[q]);
-          acc[q + 1] = fmaf(tmp[q + 1], s0, acc[q + 1]);
-          acc[q + 2] = fmaf(tmp[q + 2], s1, acc[q + 2]);
-          acc[q + 3] = fmaf(tmp[q + 3], s1, acc[q + 3]);
+      for (int i = 0; i < kAcc; ++i) acc[i] = 0.f;
+      if constexpr (kTmpBufs == 2) {
+        // Ping-pong: issue t+1 into the other buffer before retiring t. Every exit retires with
+        // wait<0> (a unit has >= 1 step), so no wgmma is in flight past the loop.
+        issue(0, B0{});
+        for (int t = 0;; t += 2) {
+          if (t + 1 >= steps) {
+            retire(t, B0{}, Wait0{});
+            break;
+          }
+          issue(t + 1, B1{});
+          retire(t, B0{}, Wait1{});
+          if (t + 2 >= steps) {
+            retire(t + 1, B1{}, Wait0{});
+            break;
+          }
+          issue(t + 2, B0{});
+          retire(t + 1, B1{}, Wait1{});
         }
       } else {
-        // Column pairs never straddle a block boundary (boundaries and pairs are 8/2-aligned).
-#pragma unroll
-        for (int q = 0; q < kAcc; q += hopper::kFragRegsPerQuad) {
-          const int col = frag_col0 + (q / hopper::kFragRegsPerQuad) * hopper::kFragColStride;
-          float sbc = col < next_block_col ? sb[0] : sb[1];
-          if (kMaxScaleBlocks > 2 && col >= next_block_col + kScaleBlockN) sbc = sb[2];
-          const float s0 = sa0 * sbc, s1 = sa1 * sbc;
-          acc[q] = fmaf(tmp[q], s0, acc[q]);
-          acc[q + 1] = fmaf(tmp[q + 1], s0, acc[q + 1]);
-          acc[q + 2] = fmaf(tmp[q + 2], s1, acc[q + 2]);
-          acc[q + 3] = fmaf(tmp[q + 3], s1, acc[q + 3]);
+        for (int t = 0; t < steps; ++t) {
+          issue(t, B0{});
+          retire(t, B0{}, Wait0{});
         }
       }
-    }
+      iter += w.kb_end - w.kb_begin;
 
-    const int64_t col0 = n0 + frag_col0;
-    switch (p.out_format) {
-      case OutFormat::kBF16:
-        store_fragment(acc, static_cast<__nv_bfloat16*>(p.out), p.out_ld, row0, col0, p.m, p.n,
-                       p.out_pairs);
-        break;
-      case OutFormat::kFP16:
-        store_fragment(acc, static_cast<__half*>(p.out), p.out_ld, row0, col0, p.m, p.n,
-                       p.out_pairs);
-        break;
-      case OutFormat::kFP32:
-        store_fragment(acc, static_cast<float*>(p.out) + w.split * p.split_plane, p.out_ld, row0,
-                       col0, p.m, p.n, p.out_pairs);
-        break;
+      const int64_t col0 = n0 + frag_col0;
+      switch (p.out_format) {
+        case OutFormat::kBF16:
+          store_fragment(acc, static_cast<__nv_bfloat16*>(p.out), p.out_ld, row0, col0, p.m, p.n,
+                         p.out_pairs);
+          break;
+        case OutFormat::kFP16:
+          store_fragment(acc, static_cast<__half*>(p.out), p.out_ld, row0, col0, p.m, p.n,
+                         p.out_pairs);
+          break;
+        case OutFormat::kFP32:
+          store_fragment(acc, static_cast<float*>(p.out) + w.split * p.split_plane, p.out_ld, row0,
+                         col0, p.m, p.n, p.out_pairs);
+          break;
+      }
     }
   }
 }

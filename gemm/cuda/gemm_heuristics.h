@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "../gemm_launcher.h"
 #include "hopper_layout.h"
 
 namespace gemm::cuda {
@@ -24,24 +25,70 @@ struct TileConfig {
 // BLOCK_M 64: decode / small M (one math warpgroup). BLOCK_M 128: two math warpgroups sharing B.
 // Non-power-of-two widths cut waves: 112 tiles N=7168 into 64 blocks, 192 tiles 24576 into 128.
 // (128x144 and 128x160 were measured slower than 128x128 on every large shape - 663 and 753 vs
-// 827 TFLOP/s at 4096x7168x16384 - and left the table; see benchmarks/results/cuda_notes.md.)
+// 827 TFLOP/s at 4096x7168x16384 - and 2-CTA clusters multicasting B slower than single CTAs on
+// 128x112/128x128 - 852 vs 886 - so neither is built; see benchmarks/results/cuda_notes.md.)
 inline constexpr TileConfig kTileConfigs[] = {
     {64, 64}, {64, 96}, {64, 112}, {64, 128}, {64, 192},
     {128, 112}, {128, 128},
 };
 inline constexpr int kNumTileConfigs = sizeof(kTileConfigs) / sizeof(kTileConfigs[0]);
 
+// K covered by the wgmma steps between two promotions into the fp32 accumulator (a divisor of
+// kBlockK). 64 halves the error of the tensor cores' reduced-precision FP8 accumulation at ~10 %
+// of the large-shape throughput (H200, cuda_notes.md); 128 is the DeepSeek-V3 recipe.
+constexpr int kPromoteK = 128;
+
 constexpr int kMaxStages = 8;
 constexpr int kSmemAlignSlack = hopper::kSwizzleAtomBytes;  // dynamic smem rounded up to 1024 B
 constexpr int kBarrierBytesPerStage = 2 * 8;                // full + empty mbarrier
 
+// Register budgets after setmaxnreg (multiples of 8; 128 * (producer + math WGs * math) <= 64K).
+constexpr int kProducerRegs = 56;
+constexpr int kMathRegs1WG = 240;
+constexpr int kMathRegs2WG = 224;
+constexpr int kRegisterFile = 64 * 1024;
+// setmaxnreg.inc blocks until the registers exist: an over-budget split would hang the math warps.
+static_assert(hopper::kWarpgroupThreads * (kProducerRegs + kMathRegs1WG) <= kRegisterFile &&
+                  hopper::kWarpgroupThreads * (kProducerRegs + 2 * kMathRegs2WG) <= kRegisterFile,
+              "register budgets exceed the register file");
+constexpr int kMathRegsBesideAcc = 32;  // addresses, scales, loop state next to the accumulators
+
+GEMM_HOST_DEVICE constexpr int num_math_warpgroups(const TileConfig& c) { return c.block_m / hopper::kWgmmaM; }
+GEMM_HOST_DEVICE constexpr int num_threads(const TileConfig& c) {
+  return (num_math_warpgroups(c) + 1) * hopper::kWarpgroupThreads;  // + one producer warpgroup
+}
+GEMM_HOST_DEVICE constexpr int math_registers(const TileConfig& c) {
+  return num_math_warpgroups(c) == 1 ? kMathRegs1WG : kMathRegs2WG;
+}
+// Accumulator registers per thread for one 64 x block_n fragment.
+GEMM_HOST_DEVICE constexpr int acc_registers(const TileConfig& c) {
+  return hopper::kWgmmaM * c.block_n / hopper::kWarpgroupThreads;
+}
+// Two temporary accumulators (wgmma of the next step overlaps the promotion of this one) when
+// they fit beside the fp32 accumulator; otherwise one (wgmma and promotion alternate).
+GEMM_HOST_DEVICE constexpr int tmp_buffers(const TileConfig& c) {
+  return 3 * acc_registers(c) + kMathRegsBesideAcc <= math_registers(c) ? 2 : 1;
+}
+// A tile never spans more than this many 128-wide B scale blocks.
+GEMM_HOST_DEVICE constexpr int max_scale_blocks(int block_n) {
+  return static_cast<int>((block_n + kScaleBlockN - 1) / kScaleBlockN) + 1;
+}
+
 GEMM_HOST_DEVICE constexpr int stage_bytes(const TileConfig& c) { return (c.block_m + c.block_n) * kBlockK; }
 // Per stage, the scales the math warpgroups need for that K block: BLOCK_M A scales and up to
 // kMaxScaleBlocksPerTile B scales (a BLOCK_N not dividing 128 can straddle up to 3 scale blocks).
-constexpr int kMaxScaleBlocksPerTile = 4;  // 3 used, padded so each stage stays 16-byte aligned
+constexpr int kMaxScaleBlocksPerTile = 4;  // 3 used, padded to 16 bytes
+constexpr int kTmaSmemAlign = 128;         // TMA destinations in shared memory
 GEMM_HOST_DEVICE constexpr int scale_stage_floats(const TileConfig& c) {
-  return c.block_m + kMaxScaleBlocksPerTile;
+  constexpr int kAlignFloats = kTmaSmemAlign / static_cast<int>(sizeof(float));
+  return (c.block_m + kMaxScaleBlocksPerTile + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
 }
+// Where a stage's A scales come from. Two-warpgroup tiles consume K blocks fast enough that the
+// cp.async path (a producer warp gathering 4-byte scales) held them to 887 TFLOP/s at
+// 4096x7168x16384 against 1104 with no scale traffic at all (H200, cuda_notes.md): they load the
+// BLOCK_M A scales with TMA from a K-block-major copy instead. B scales (<= 3 floats) and the A
+// scales of one-warpgroup tiles are gathered by cp.async from any layout.
+GEMM_HOST_DEVICE constexpr bool scales_by_tma(const TileConfig& c) { return c.block_m > hopper::kWgmmaM; }
 GEMM_HOST_DEVICE constexpr int num_stages(const TileConfig& c) {
   const int fit = (hopper::kMaxSmemPerBlock - kSmemAlignSlack) /
                   (stage_bytes(c) + scale_stage_floats(c) * static_cast<int>(sizeof(float)) + kBarrierBytesPerStage);
@@ -50,10 +97,6 @@ GEMM_HOST_DEVICE constexpr int num_stages(const TileConfig& c) {
 GEMM_HOST_DEVICE constexpr int smem_bytes(const TileConfig& c) {
   return num_stages(c) * (stage_bytes(c) + scale_stage_floats(c) * static_cast<int>(sizeof(float)) + kBarrierBytesPerStage) +
          kSmemAlignSlack;
-}
-GEMM_HOST_DEVICE constexpr int num_math_warpgroups(const TileConfig& c) { return c.block_m / hopper::kWgmmaM; }
-GEMM_HOST_DEVICE constexpr int num_threads(const TileConfig& c) {
-  return (num_math_warpgroups(c) + 1) * hopper::kWarpgroupThreads;  // + one producer warpgroup
 }
 
 // Rows of M blocks walked together by the persistent scheduler so that concurrently running CTAs

@@ -30,6 +30,7 @@ constexpr int kMaxDevices = 64;
 constexpr unsigned kTensorMapDriverVersion = 12000;  // cuTensorMapEncodeTiled's ABI since CUDA 12.0
 constexpr int64_t kMaxGridY = 65535;
 constexpr int64_t kReduceBlocksPerSm = 8;  // enough resident warps to cover load latency
+constexpr int64_t kMaxScaleCopyBlocks = 1024;
 
 std::string cuda_error(const char* what, cudaError_t err) {
   return std::string("gemm (CUDA): ") + what + " failed: " + cudaGetErrorString(err);
@@ -135,20 +136,80 @@ std::string encode_operand(const char* name, const Operand& op, int64_t rows, in
   return {};
 }
 
+// ---- scales as TMA reads them: row kb of a [K/128, rows] fp32 array, rows contiguous ----
+struct ScaleOperand {
+  const float* ptr = nullptr;
+  int64_t ld = 0;  // floats between K blocks
+};
+
+bool scales_tma_readable(const float* ptr, int64_t rows, int64_t kblocks, int64_t stride_row,
+                         int64_t stride_k) {
+  constexpr int64_t kAlignFloats = cuda::hopper::kTmaAlignBytes / static_cast<int64_t>(sizeof(float));
+  if (reinterpret_cast<uintptr_t>(ptr) % cuda::hopper::kTmaAlignBytes != 0) return false;
+  if (rows > 1 && stride_row != 1) return false;
+  return kblocks == 1 || (stride_k >= rows && stride_k % kAlignFloats == 0);
+}
+
+// Uses the scales in place when TMA can read them, else queues a K-block-major copy in `copy`.
+std::string prepare_scales(const char* name, const float* ptr, int64_t rows, int64_t kblocks,
+                           int64_t stride_row, int64_t stride_k, const Workspace& ws,
+                           cuda::ScaleCopy& copy, ScaleOperand& op) {
+  constexpr int64_t kAlignFloats = cuda::hopper::kTmaAlignBytes / static_cast<int64_t>(sizeof(float));
+  const int64_t padded = cuda::cdiv(rows, kAlignFloats) * kAlignFloats;
+  if (scales_tma_readable(ptr, rows, kblocks, stride_row, stride_k)) {
+    op.ptr = ptr;
+    op.ld = kblocks == 1 ? padded : stride_k;
+    return {};
+  }
+  const size_t bytes = static_cast<size_t>(kblocks) * static_cast<size_t>(padded) * sizeof(float);
+  auto* dst = static_cast<float*>(ws.get(bytes));
+  if (dst == nullptr) {
+    return std::string("gemm (CUDA): workspace allocation of ") + std::to_string(bytes) +
+           " bytes for the K-block-major copy of `" + name + "` failed";
+  }
+  copy = cuda::ScaleCopy{ptr, rows, kblocks, stride_row, stride_k, dst, padded};
+  op.ptr = dst;
+  op.ld = padded;
+  return {};
+}
+
+std::string encode_scales(const char* name, const ScaleOperand& op, int64_t rows, int64_t kblocks,
+                          int box_rows, CUtensorMap& map) {
+  const EncodeTiledFn encode = tensor_map_encoder();
+  if (encode == nullptr) {
+    return "gemm (CUDA): cuTensorMapEncodeTiled is unavailable from the driver (needs CUDA >= 12.0)";
+  }
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(rows), static_cast<cuuint64_t>(kblocks)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(op.ld) * sizeof(float)};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(box_rows), 1};
+  const cuuint32_t elem_strides[2] = {1, 1};
+  const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, const_cast<float*>(op.ptr), dims,
+                            strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                            CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    return std::string("gemm (CUDA): cuTensorMapEncodeTiled for `") + name + "` failed with CUresult " +
+           std::to_string(static_cast<int>(r)) + " (rows " + std::to_string(rows) + ", K blocks " +
+           std::to_string(kblocks) + ", K-block stride " + std::to_string(op.ld) + " floats)";
+  }
+  return {};
+}
+
 // ---- dispatch: one launcher per row of kTileConfigs ----
-using ConfigLauncher = cudaError_t (*)(const CUtensorMap&, const CUtensorMap&, const KernelParams&,
-                                       int grid, cudaStream_t);
+struct TensorMaps {
+  CUtensorMap a, b, a_scale;  // a_scale: only configs with scales_by_tma read it
+};
+using ConfigLauncher = cudaError_t (*)(const TensorMaps&, const KernelParams&, int grid, cudaStream_t);
 
 template <int I>
-cudaError_t launch_config(const CUtensorMap& ta, const CUtensorMap& tb, const KernelParams& p,
-                          int grid, cudaStream_t stream) {
+cudaError_t launch_config(const TensorMaps& maps, const KernelParams& p, int grid, cudaStream_t stream) {
   constexpr TileConfig c = kTileConfigs[I];
   auto* kernel = &cuda::fp8_gemm_kernel<c.block_m, c.block_n>;
   constexpr int smem = cuda::smem_bytes(c);
   // Set on every launch: cheap, and free of first-call races across threads and devices.
   const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (e != cudaSuccess) return e;
-  kernel<<<grid, cuda::num_threads(c), smem, stream>>>(ta, tb, p);
+  kernel<<<grid, cuda::num_threads(c), smem, stream>>>(maps.a, maps.b, maps.a_scale, p);
   return cudaGetLastError();
 }
 
@@ -159,6 +220,7 @@ constexpr std::array<ConfigLauncher, sizeof...(I)> make_launchers(std::index_seq
 constexpr auto kLaunchers = make_launchers(std::make_index_sequence<cuda::kNumTileConfigs>{});
 
 int out_bytes(OutFormat f) { return f == OutFormat::kFP32 ? 4 : 2; }
+
 
 }  // namespace
 
@@ -185,14 +247,31 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
       !err.empty()) return err;
   if (err = prepare_operand("b", args.b, n, k, args.b_stride_n, args.b_stride_k, workspace, stream, b);
       !err.empty()) return err;
-  CUtensorMap map_a, map_b;
-  if (err = encode_operand("a", a, m, k, cfg.block_m, map_a); !err.empty()) return err;
-  if (err = encode_operand("b", b, n, k, cfg.block_n, map_b); !err.empty()) return err;
+  TensorMaps maps{};
+  if (err = encode_operand("a", a, m, k, cfg.block_m, maps.a); !err.empty()) return err;
+  if (err = encode_operand("b", b, n, k, cfg.block_n, maps.b); !err.empty()) return err;
+  const int64_t kblocks = cuda::cdiv(k, cuda::kBlockK);
+  if (cuda::scales_by_tma(cfg)) {
+    cuda::ScaleCopy copy{};
+    ScaleOperand sa;
+    if (err = prepare_scales("a_scale", args.a_scale, m, kblocks, args.a_scale_stride_m,
+                             args.a_scale_stride_k, workspace, copy, sa);
+        !err.empty()) return err;
+    if (copy.dst != nullptr) {
+      const int64_t blocks = std::min<int64_t>(cuda::cdiv(m * kblocks, cuda::kScaleCopyThreads),
+                                               kMaxScaleCopyBlocks);
+      cuda::transpose_scales_kernel<<<static_cast<unsigned>(blocks), cuda::kScaleCopyThreads, 0, stream>>>(copy);
+      if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) {
+        return cuda_error("transpose_scales_kernel launch", e);
+      }
+    }
+    if (err = encode_scales("a_scale", sa, m, kblocks, cfg.block_m, maps.a_scale); !err.empty()) return err;
+  }
 
   KernelParams p;
   p.m = m;
   p.n = n;
-  p.num_kblocks = static_cast<int>(cuda::cdiv(k, cuda::kBlockK));
+  p.num_kblocks = static_cast<int>(kblocks);
   p.kblocks_per_split = plan.kblocks_per_split;
   p.m_blocks = plan.m_blocks;
   p.n_blocks = plan.n_blocks;
@@ -227,7 +306,7 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
                   (m == 1 || args.c_stride_m % 2 == 0);
   }
 
-  if (const cudaError_t e = kLaunchers[plan.config](map_a, map_b, p, plan.grid, stream); e != cudaSuccess) {
+  if (const cudaError_t e = kLaunchers[plan.config](maps, p, plan.grid, stream); e != cudaSuccess) {
     return cuda_error("fp8_gemm_kernel launch", e);
   }
 
