@@ -33,3 +33,7 @@ RAGGED_SHAPES = [
     (300, 2112, 1000),
     (1030, 8224, 576),
 ]
+
+# A shape whose plan uses a 128-row tile (A scales loaded by TMA, in place or through the copy
+# kernel depending on their layout); test_cuda_heuristics.py checks that it stays one.
+TMA_SCALE_SHAPE = (1024, 1536, 7168)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 from _helpers import assert_close_gemm, make_inputs, reference_gemm
-from cuda_shapes import CONFIG_SHAPES, RAGGED_SHAPES
+from cuda_shapes import CONFIG_SHAPES, RAGGED_SHAPES, TMA_SCALE_SHAPE
 
 HAS_SM90 = (
     torch.cuda.is_available() and torch.version.hip is None and torch.cuda.get_device_capability()[0] == 9
@@ -39,6 +39,29 @@ def test_ragged(kernel, m, n, k):
 @pytest.mark.parametrize("layout", ["a_m_major", "as_m_major", "b_padded"])
 def test_layouts(kernel, layout):
     run_and_check(kernel, 256, 576, 1536, layout=layout)
+
+
+@pytest.mark.parametrize("scale_layout", ["k_major", "m_major", "m_major_padded", "misaligned_view"])
+@pytest.mark.parametrize("k", [TMA_SCALE_SHAPE[2], 1152])  # K/128 = 56 and 9 (not a multiple of 4)
+def test_a_scale_layouts_on_128_row_tiles(kernel, scale_layout, k):
+    """128-row tiles read A scales with TMA: in place when M-major and 16-byte aligned, else from a copy."""
+    m, n, _ = TMA_SCALE_SHAPE
+    a, b, a_s, b_s = make_inputs(m, n, k, "cuda", FP8)
+    kb = a_s.shape[1]
+    if scale_layout == "m_major":
+        a_s_v = a_s.t().contiguous().t()
+    elif scale_layout == "m_major_padded":  # column stride M + 3: not 16-byte aligned, copied
+        buf = torch.full((kb, m + 3), float("nan"), device="cuda")
+        buf[:, :m] = a_s.t()
+        a_s_v = buf[:, :m].t()
+    elif scale_layout == "misaligned_view":
+        buf = torch.empty(m + 1, kb, device="cuda")
+        buf[1:] = a_s
+        a_s_v = buf[1:]
+    else:
+        a_s_v = a_s
+    assert torch.equal(a_s_v, a_s)
+    assert_close_gemm(kernel.gemm(a, b, a_s_v, b_s), reference_gemm(a, b, a_s, b_s))
 
 
 def test_challenge_layout(kernel):

@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from cuda_shapes import CONFIG_SHAPES, H200_SMS, RAGGED_SHAPES
+from cuda_shapes import CONFIG_SHAPES, H200_SMS, RAGGED_SHAPES, TMA_SCALE_SHAPE
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -53,3 +53,8 @@ def test_plans_are_valid(probe):
         assert bn % 8 == 0 and bm % 64 == 0 and bn <= 256, (m, n, k, bm, bn)
         assert 1 <= grid <= H200_SMS, (m, n, k, grid)
         assert 1 <= splits <= -(-k // 128), (m, n, k, splits)
+
+
+def test_tma_scale_shape_uses_a_128_row_tile(probe):
+    _, rows = plans(probe, [TMA_SCALE_SHAPE])
+    assert rows[0][4] == 128, f"{TMA_SCALE_SHAPE} no longer plans a 128-row tile: {rows[0]}"
