@@ -114,26 +114,33 @@ std::string prepare_operand(const char* name, const void* ptr, int64_t rows, int
   return {};
 }
 
-std::string encode_operand(const char* name, const Operand& op, int64_t rows, int64_t k,
-                           int box_rows, CUtensorMap& map) {
+// A 2-D tensor map: `inner` x `outer` elements, rows `row_bytes` apart, boxes of box_inner x box_outer.
+std::string encode_2d(const char* name, CUtensorMapDataType type, const void* ptr, int64_t inner, int64_t outer,
+                      int64_t row_bytes, int box_inner, int box_outer, CUtensorMapSwizzle swizzle,
+                      CUtensorMapL2promotion l2_promotion, CUtensorMap& map) {
   const EncodeTiledFn encode = tensor_map_encoder();
   if (encode == nullptr) {
     return "gemm (CUDA): cuTensorMapEncodeTiled is unavailable from the driver (needs CUDA >= 12.0)";
   }
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(k), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(op.row_bytes)};
-  const cuuint32_t box[2] = {static_cast<cuuint32_t>(cuda::kBlockK), static_cast<cuuint32_t>(box_rows)};
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(inner), static_cast<cuuint64_t>(outer)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(row_bytes)};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(box_inner), static_cast<cuuint32_t>(box_outer)};
   const cuuint32_t elem_strides[2] = {1, 1};
-  const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2,
-                            const_cast<uint8_t*>(op.ptr), dims, strides, box, elem_strides,
-                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  const CUresult r = encode(&map, type, 2, const_cast<void*>(ptr), dims, strides, box, elem_strides,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, l2_promotion, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) {
     return std::string("gemm (CUDA): cuTensorMapEncodeTiled for `") + name + "` failed with CUresult " +
-           std::to_string(static_cast<int>(r)) + " (rows " + std::to_string(rows) + ", k " +
-           std::to_string(k) + ", row stride " + std::to_string(op.row_bytes) + " bytes)";
+           std::to_string(static_cast<int>(r)) + " (" + std::to_string(outer) + " rows of " +
+           std::to_string(inner) + " elements, row stride " + std::to_string(row_bytes) + " bytes)";
   }
   return {};
+}
+
+// FP8 operands: 128-byte (one K block) rows of box_rows rows, 128B-swizzled for wgmma.
+std::string encode_operand(const char* name, const Operand& op, int64_t rows, int64_t k, int box_rows,
+                           CUtensorMap& map) {
+  return encode_2d(name, CU_TENSOR_MAP_DATA_TYPE_UINT8, op.ptr, k, rows, op.row_bytes, cuda::kBlockK, box_rows,
+                   CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, map);
 }
 
 // ---- scales as TMA reads them: row kb of a [K/128, rows] fp32 array, rows contiguous ----
@@ -142,9 +149,10 @@ struct ScaleOperand {
   int64_t ld = 0;  // floats between K blocks
 };
 
+constexpr int64_t kAlignFloats = cuda::hopper::kTmaAlignBytes / static_cast<int64_t>(sizeof(float));
+
 bool scales_tma_readable(const float* ptr, int64_t rows, int64_t kblocks, int64_t stride_row,
                          int64_t stride_k) {
-  constexpr int64_t kAlignFloats = cuda::hopper::kTmaAlignBytes / static_cast<int64_t>(sizeof(float));
   if (reinterpret_cast<uintptr_t>(ptr) % cuda::hopper::kTmaAlignBytes != 0) return false;
   if (rows > 1 && stride_row != 1) return false;
   return kblocks == 1 || (stride_k >= rows && stride_k % kAlignFloats == 0);
@@ -154,7 +162,6 @@ bool scales_tma_readable(const float* ptr, int64_t rows, int64_t kblocks, int64_
 std::string prepare_scales(const char* name, const float* ptr, int64_t rows, int64_t kblocks,
                            int64_t stride_row, int64_t stride_k, const Workspace& ws,
                            cuda::ScaleCopy& copy, ScaleOperand& op) {
-  constexpr int64_t kAlignFloats = cuda::hopper::kTmaAlignBytes / static_cast<int64_t>(sizeof(float));
   const int64_t padded = cuda::cdiv(rows, kAlignFloats) * kAlignFloats;
   if (scales_tma_readable(ptr, rows, kblocks, stride_row, stride_k)) {
     op.ptr = ptr;
@@ -175,24 +182,9 @@ std::string prepare_scales(const char* name, const float* ptr, int64_t rows, int
 
 std::string encode_scales(const char* name, const ScaleOperand& op, int64_t rows, int64_t kblocks,
                           int box_rows, CUtensorMap& map) {
-  const EncodeTiledFn encode = tensor_map_encoder();
-  if (encode == nullptr) {
-    return "gemm (CUDA): cuTensorMapEncodeTiled is unavailable from the driver (needs CUDA >= 12.0)";
-  }
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(rows), static_cast<cuuint64_t>(kblocks)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(op.ld) * sizeof(float)};
-  const cuuint32_t box[2] = {static_cast<cuuint32_t>(box_rows), 1};
-  const cuuint32_t elem_strides[2] = {1, 1};
-  const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, const_cast<float*>(op.ptr), dims,
-                            strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                            CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE,
-                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) {
-    return std::string("gemm (CUDA): cuTensorMapEncodeTiled for `") + name + "` failed with CUresult " +
-           std::to_string(static_cast<int>(r)) + " (rows " + std::to_string(rows) + ", K blocks " +
-           std::to_string(kblocks) + ", K-block stride " + std::to_string(op.ld) + " floats)";
-  }
-  return {};
+  return encode_2d(name, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, op.ptr, rows, kblocks,
+                   op.ld * static_cast<int64_t>(sizeof(float)), box_rows, 1, CU_TENSOR_MAP_SWIZZLE_NONE,
+                   CU_TENSOR_MAP_L2_PROMOTION_NONE, map);
 }
 
 // ---- dispatch: one launcher per row of kTileConfigs ----
