@@ -117,28 +117,32 @@ struct Problem {
   gemm::OutFormat out_format;
 };
 
-// "[d0, d1, ...]", formatted here rather than by streaming IntArrayRef: the CUDA build on torch
-// 2.11 crashed while raising the first shape error (after dtype errors had raised fine), and the
-// sizes printer was the one thing those messages did not share. Unconfirmed cause; same text.
-std::string shape_str(const at::Tensor& t) {
+// Messages are assembled from strings only (std::to_string for numbers, Device::str()): the CUDA
+// build on torch 2.11 crashed while raising the first error whose message streamed an integer
+// (dtype errors, which stream only strings, raised fine), so no number goes through an ostream here.
+std::string num(int64_t v) { return std::to_string(v); }
+
+// "[d0, d1, ...]"
+std::string list_str(c10::IntArrayRef values) {
   std::string s = "[";
-  for (int64_t d = 0; d < t.dim(); ++d) s += (d ? ", " : "") + std::to_string(t.size(d));
+  for (size_t i = 0; i < values.size(); ++i) s += (i ? ", " : "") + num(values[i]);
   return s + "]";
 }
+std::string shape_str(const at::Tensor& t) { return list_str(t.sizes()); }
 
 void check_2d(const at::Tensor& t, const char* name, const char* dims) {
-  TORCH_CHECK_VALUE(t.dim() == 2, "gemm: ", name, " must be a 2-D tensor ", dims, ", got a ", t.dim(),
+  TORCH_CHECK_VALUE(t.dim() == 2, "gemm: ", name, " must be a 2-D tensor ", dims, ", got a ", num(t.dim()),
                     "-D tensor of shape ", shape_str(t));
 }
 
 void check_shape(const at::Tensor& t, const char* name, const char* dims, int64_t rows, int64_t cols) {
   TORCH_CHECK_VALUE(t.size(0) == rows && t.size(1) == cols, "gemm: ", name, " must have shape ", dims, " = [",
-                    rows, ", ", cols, "], got ", shape_str(t));
+                    num(rows), ", ", num(cols), "], got ", shape_str(t));
 }
 
 void check_same_device(const at::Tensor& t, const char* name, const at::Tensor& a) {
   TORCH_CHECK_VALUE(t.device() == a.device(), "gemm: all tensors must be on one device; ", name, " is on ",
-                    t.device(), " but a is on ", a.device());
+                    t.device().str(), " but a is on ", a.device().str());
 }
 
 void check_scale_dtype(const at::Tensor& t, const char* name) {
@@ -193,9 +197,9 @@ Problem validate(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b
   problem.m = a.size(0);
   problem.k = a.size(1);
   problem.n = b.size(0);
-  TORCH_CHECK_VALUE(problem.k >= 1, "gemm: K (a.shape[1]) must be >= 1, got ", problem.k);
-  TORCH_CHECK_VALUE(problem.n >= 1, "gemm: N (b.shape[0]) must be >= 1, got ", problem.n);
-  TORCH_CHECK_VALUE(b.size(1) == problem.k, "gemm: b must have shape [N, K] with K = a.shape[1] = ", problem.k,
+  TORCH_CHECK_VALUE(problem.k >= 1, "gemm: K (a.shape[1]) must be >= 1, got ", num(problem.k));
+  TORCH_CHECK_VALUE(problem.n >= 1, "gemm: N (b.shape[0]) must be >= 1, got ", num(problem.n));
+  TORCH_CHECK_VALUE(b.size(1) == problem.k, "gemm: b must have shape [N, K] with K = a.shape[1] = ", num(problem.k),
                     ", got ", shape_str(b));
   const int64_t k_blocks = gemm::ceil_div(problem.k, gemm::kScaleBlockK);
   const int64_t n_blocks = gemm::ceil_div(problem.n, gemm::kScaleBlockN);
@@ -209,8 +213,8 @@ void launch(const Problem& problem, at::Tensor& out, const at::Tensor& a, const 
             const at::Tensor& a_scale, const at::Tensor& b_scale, void* stream) {
   const std::optional<Layout2d> out_layout = dense_layout(out);
   TORCH_CHECK_VALUE(out_layout && out_layout->col_stride == 1,
-                    "gemm: out must be row-major (inner stride 1, row stride >= N = ", problem.n, "), got strides ",
-                    out.strides());
+                    "gemm: out must be row-major (inner stride 1, row stride >= N = ", num(problem.n),
+                    "), got strides ", list_str(out.strides()));
   const Operand a_op = dense_operand(a);
   const Operand b_op = dense_operand(b);
   const Operand a_scale_op = dense_operand(a_scale);
@@ -280,7 +284,7 @@ void gemm_gpu(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const a
 // "could not run ... with arguments from the 'CPU' backend".
 void refuse_cpu(at::Tensor& /*out*/, const at::Tensor& a, const at::Tensor& /*b*/, const at::Tensor& /*a_scale*/,
                 const at::Tensor& /*b_scale*/) {
-  TORCH_CHECK_VALUE(false, "gemm: this build of gemm runs on ", kGpuBackend, " devices, but a is on ", a.device(),
+  TORCH_CHECK_VALUE(false, "gemm: this build of gemm runs on ", kGpuBackend, " devices, but a is on ", a.device().str(),
                     "; move the tensors to a GPU (or load the CPU build)");
 }
 #endif

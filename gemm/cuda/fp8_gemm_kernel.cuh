@@ -13,8 +13,11 @@
 //    accumulation: FP8 tensor-core sums lose bits over long K). Where registers allow, two
 //    temporaries alternate: the wgmma of step t+1 runs on the tensor cores while step t is promoted,
 //    so promotion never leaves the tensor cores idle;
-//  - the epilogue converts (bf16/fp16 round-to-nearest-even, or fp32) and stores from registers with
-//    row/column guards, so ragged M and N never write out of bounds; ragged K is zero-filled by TMA.
+//  - the epilogue converts (bf16/fp16 round-to-nearest-even, or fp32). 16-bit outputs whose rows TMA
+//    can address go through a 32B-swizzled staging tile in shared memory and leave by TMA stores that
+//    drain while the warpgroup already runs the next tile (TMA clips ragged M and N); the rest (fp32,
+//    split-K partials, odd row strides) are stored from registers with row/column guards. Ragged K is
+//    zero-filled by TMA.
 // Raw PTX (hopper_ptx.h) rather than CUTLASS/CuTe: a dozen instructions, fast CI compiles, and full
 // control over where the promotion sits relative to the asynchronous wgmma window.
 #pragma once
@@ -47,6 +50,7 @@ struct KernelParams {
   int64_t split_plane = 0;  // elements between the fp32 partial planes of consecutive K splits
   OutFormat out_format = OutFormat::kBF16;
   bool out_pairs = false;   // base and row stride allow 2-element vector stores
+  bool out_tma = false;     // 16-bit output stored through the staging tile by TMA (tmap_out is valid)
 };
 
 struct WorkUnit {
@@ -114,6 +118,76 @@ __device__ __forceinline__ void store_fragment(const float (&acc)[kAcc], T* out,
   }
 }
 
+// Writes one thread's fragment of a 64 x kBlockN warpgroup tile into its staging area: column chunk
+// c (16 columns) is 64 rows x 32 bytes at c * 2 KB, 32B-swizzled as the output tensor map expects.
+template <typename T, int kAcc>
+__device__ __forceinline__ void stage_fragment(const float (&acc)[kAcc], uint32_t staging, int tid) {
+  using P = OutPair<T>;
+  constexpr uint32_t kChunkBytes = hopper::kWgmmaM * hopper::kStoreChunkBytes;
+  const int row0 = hopper::frag_row(tid, 0);
+  const int col0 = hopper::frag_col(tid, 0);
+#pragma unroll
+  for (int q = 0; q < kAcc / hopper::kFragRegsPerQuad; ++q) {
+    const int col = col0 + q * hopper::kFragColStride;
+    const uint32_t chunk = staging + (col / hopper::kStoreChunkCols16) * kChunkBytes;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = row0 + h * hopper::kFragRowHalf;
+      const uint32_t offset = hopper::swizzle_32b(
+          row * hopper::kStoreChunkBytes + (col % hopper::kStoreChunkCols16) * static_cast<int>(sizeof(T)));
+      const typename P::Vec v = P::pack(acc[q * hopper::kFragRegsPerQuad + 2 * h],
+                                        acc[q * hopper::kFragRegsPerQuad + 2 * h + 1]);
+      ptx::st_shared_b32(chunk + offset, *reinterpret_cast<const uint32_t*>(&v));
+    }
+  }
+}
+
+// Epilogue through shared memory: the staging area is free once this warpgroup's previous TMA stores
+// have read it (the issuing thread, tid 0, tracks its bulk groups); every thread writes its fragment,
+// and tid 0 stores the 64-row slab chunk by chunk. The stores drain while the next tile runs.
+template <int kBlockN, int kAcc>
+__device__ __forceinline__ void store_tile_by_tma(const float (&acc)[kAcc], const KernelParams& p,
+                                                  const CUtensorMap* tmap_out, uint8_t* staging,
+                                                  uint32_t wg_barrier, int tid, int64_t row0, int64_t col0) {
+  constexpr int kChunkBytes = hopper::kWgmmaM * hopper::kStoreChunkBytes;
+  if (tid == 0) ptx::bulk_wait_read<0>();
+  ptx::named_barrier_sync(wg_barrier, hopper::kWarpgroupThreads);
+  if (p.out_format == OutFormat::kBF16) {
+    stage_fragment<__nv_bfloat16>(acc, ptx::smem_addr(staging), tid);
+  } else {
+    stage_fragment<__half>(acc, ptx::smem_addr(staging), tid);
+  }
+  ptx::fence_proxy_async_smem();
+  ptx::named_barrier_sync(wg_barrier, hopper::kWarpgroupThreads);
+  if (tid == 0 && row0 < p.m) {
+#pragma unroll 1
+    for (int c = 0; c < kBlockN / hopper::kStoreChunkCols16; ++c) {
+      const int64_t col = col0 + c * hopper::kStoreChunkCols16;
+      if (col >= p.n) break;
+      ptx::tma_store_2d(tmap_out, staging + c * kChunkBytes, static_cast<int32_t>(col), static_cast<int32_t>(row0));
+    }
+    ptx::bulk_commit();
+  }
+}
+
+// Epilogue from registers (fp32, split-K partial planes, rows TMA cannot address).
+template <int kAcc>
+__device__ __forceinline__ void store_tile_direct(const float (&acc)[kAcc], const KernelParams& p, int split,
+                                                  int64_t row0, int64_t col0) {
+  switch (p.out_format) {
+    case OutFormat::kBF16:
+      store_fragment(acc, static_cast<__nv_bfloat16*>(p.out), p.out_ld, row0, col0, p.m, p.n, p.out_pairs);
+      break;
+    case OutFormat::kFP16:
+      store_fragment(acc, static_cast<__half*>(p.out), p.out_ld, row0, col0, p.m, p.n, p.out_pairs);
+      break;
+    case OutFormat::kFP32:
+      store_fragment(acc, static_cast<float*>(p.out) + split * p.split_plane, p.out_ld, row0, col0, p.m, p.n,
+                     p.out_pairs);
+      break;
+  }
+}
+
 // The scales one promotion multiplies by: this thread's two A rows and up to 3 B scale blocks.
 template <int kMaxScaleBlocks>
 struct StepScales {
@@ -155,7 +229,8 @@ template <int kBlockM, int kBlockN>
 __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
     fp8_gemm_kernel(const __grid_constant__ CUtensorMap tmap_a,
                     const __grid_constant__ CUtensorMap tmap_b,
-                    const __grid_constant__ CUtensorMap tmap_a_scale, const KernelParams p) {
+                    const __grid_constant__ CUtensorMap tmap_a_scale,
+                    const __grid_constant__ CUtensorMap tmap_out, const KernelParams p) {
   constexpr TileConfig kCfg{kBlockM, kBlockN};
   constexpr int kStages = num_stages(kCfg);
   constexpr int kMathWG = num_math_warpgroups(kCfg);
@@ -186,9 +261,13 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
   const uint32_t raw_addr = ptx::smem_addr(smem_raw);
   uint8_t* smem = smem_raw + ((hopper::kSwizzleAtomBytes - raw_addr % hopper::kSwizzleAtomBytes) %
                               hopper::kSwizzleAtomBytes);
+  constexpr int kStagingBytesPerWG = staging_bytes(kCfg) / kMathWG;
+  static_assert(kStages >= kMinStages, "too few pipeline stages fit beside the epilogue staging");
+  static_assert(kBlockN % hopper::kStoreChunkCols16 == 0, "staging is written in 16-column chunks");
   uint8_t* smem_a = smem;
   uint8_t* smem_b = smem_a + kStages * kABytes;
-  float* smem_scales = reinterpret_cast<float*>(smem_b + kStages * kBBytes);
+  uint8_t* smem_out = smem_b + kStages * kBBytes;  // 1024-aligned: every tile buffer is a 1 KB multiple
+  float* smem_scales = reinterpret_cast<float*>(smem_out + staging_bytes(kCfg));
   uint64_t* full_bar = reinterpret_cast<uint64_t*>(smem_scales + kStages * kScaleFloats);
   uint64_t* empty_bar = full_bar + kStages;
 
@@ -200,6 +279,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
     ptx::tma_prefetch_desc(&tmap_a);
     ptx::tma_prefetch_desc(&tmap_b);
     if constexpr (kTmaScales) ptx::tma_prefetch_desc(&tmap_a_scale);
+    if (p.out_tma) ptx::tma_prefetch_desc(&tmap_out);
 #pragma unroll
     for (int s = 0; s < kStages; ++s) {
       ptx::mbar_init(&full_bar[s], 1 + hopper::kWarpSize);  // TMA expect_tx + scale-warp lanes
@@ -211,7 +291,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
 
   if (warpgroup == kMathWG) {
     // ---------------- producer ----------------
-    ptx::setmaxnreg_dec<kProducerRegs>();
+    ptx::setmaxnreg_dec<producer_registers(kCfg)>();
     const int warp = tid / hopper::kWarpSize;
     if (warp == 0 && lane == 0) {
       int iter = 0;
@@ -353,22 +433,15 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
       }
       iter += w.kb_end - w.kb_begin;
 
-      const int64_t col0 = n0 + frag_col0;
-      switch (p.out_format) {
-        case OutFormat::kBF16:
-          store_fragment(acc, static_cast<__nv_bfloat16*>(p.out), p.out_ld, row0, col0, p.m, p.n,
-                         p.out_pairs);
-          break;
-        case OutFormat::kFP16:
-          store_fragment(acc, static_cast<__half*>(p.out), p.out_ld, row0, col0, p.m, p.n,
-                         p.out_pairs);
-          break;
-        case OutFormat::kFP32:
-          store_fragment(acc, static_cast<float*>(p.out) + w.split * p.split_plane, p.out_ld, row0,
-                         col0, p.m, p.n, p.out_pairs);
-          break;
+      if (p.out_tma) {
+        store_tile_by_tma<kBlockN>(acc, p, &tmap_out, smem_out + warpgroup * kStagingBytesPerWG,
+                                   1 + warpgroup, tid, w.m_blk * kBlockM + warpgroup * hopper::kWgmmaM, n0);
+      } else {
+        store_tile_direct(acc, p, w.split, row0, n0 + frag_col0);
       }
     }
+    // Shared memory must outlive the reads of the last TMA stores.
+    if (p.out_tma && tid == 0) ptx::bulk_wait<0>();
   }
 }
 

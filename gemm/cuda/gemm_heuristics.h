@@ -23,13 +23,12 @@ struct TileConfig {
 };
 
 // BLOCK_M 64: decode / small M (one math warpgroup). BLOCK_M 128: two math warpgroups sharing B.
-// Non-power-of-two widths cut waves: 112 tiles N=7168 into 64 blocks, 192 tiles 24576 into 128.
-// (128x144 and 128x160 were measured slower than 128x128 on every large shape - 663 and 753 vs
-// 827 TFLOP/s at 4096x7168x16384 - and 2-CTA clusters multicasting B slower than single CTAs on
-// 128x112/128x128 - 852 vs 886 - so neither is built; see benchmarks/results/cuda_notes.md.)
+// Non-power-of-two widths cut waves: 112 tiles N=7168 into 64 blocks, 176 tiles 2112 into 12,
+// 192 tiles 24576 into 128. Every width is a multiple of 16 (the epilogue's store chunk). Widths above 128
+// also cut the shared-memory bytes per FLOP of the two warpgroups (each wgmma re-reads its A rows).
 inline constexpr TileConfig kTileConfigs[] = {
     {64, 64}, {64, 96}, {64, 112}, {64, 128}, {64, 192},
-    {128, 112}, {128, 128},
+    {128, 112}, {128, 128}, {128, 144}, {128, 160}, {128, 176}, {128, 192},
 };
 inline constexpr int kNumTileConfigs = sizeof(kTileConfigs) / sizeof(kTileConfigs[0]);
 
@@ -43,19 +42,24 @@ constexpr int kSmemAlignSlack = hopper::kSwizzleAtomBytes;  // dynamic smem roun
 constexpr int kBarrierBytesPerStage = 2 * 8;                // full + empty mbarrier
 
 // Register budgets after setmaxnreg (multiples of 8; 128 * (producer + math WGs * math) <= 64K).
-constexpr int kProducerRegs = 56;
+// The producer of one-warpgroup tiles also gathers A scales with cp.async and needs more registers.
+constexpr int kProducerRegs1WG = 56;
+constexpr int kProducerRegs2WG = 40;
 constexpr int kMathRegs1WG = 240;
-constexpr int kMathRegs2WG = 224;
+constexpr int kMathRegs2WG = 232;
 constexpr int kRegisterFile = 64 * 1024;
 // setmaxnreg.inc blocks until the registers exist: an over-budget split would hang the math warps.
-static_assert(hopper::kWarpgroupThreads * (kProducerRegs + kMathRegs1WG) <= kRegisterFile &&
-                  hopper::kWarpgroupThreads * (kProducerRegs + 2 * kMathRegs2WG) <= kRegisterFile,
+static_assert(hopper::kWarpgroupThreads * (kProducerRegs1WG + kMathRegs1WG) <= kRegisterFile &&
+                  hopper::kWarpgroupThreads * (kProducerRegs2WG + 2 * kMathRegs2WG) <= kRegisterFile,
               "register budgets exceed the register file");
 constexpr int kMathRegsBesideAcc = 32;  // addresses, scales, loop state next to the accumulators
 
 GEMM_HOST_DEVICE constexpr int num_math_warpgroups(const TileConfig& c) { return c.block_m / hopper::kWgmmaM; }
 GEMM_HOST_DEVICE constexpr int num_threads(const TileConfig& c) {
   return (num_math_warpgroups(c) + 1) * hopper::kWarpgroupThreads;  // + one producer warpgroup
+}
+GEMM_HOST_DEVICE constexpr int producer_registers(const TileConfig& c) {
+  return num_math_warpgroups(c) == 1 ? kProducerRegs1WG : kProducerRegs2WG;
 }
 GEMM_HOST_DEVICE constexpr int math_registers(const TileConfig& c) {
   return num_math_warpgroups(c) == 1 ? kMathRegs1WG : kMathRegs2WG;
@@ -89,15 +93,22 @@ GEMM_HOST_DEVICE constexpr int scale_stage_floats(const TileConfig& c) {
 // BLOCK_M A scales with TMA from a K-block-major copy instead. B scales (<= 3 floats) and the A
 // scales of one-warpgroup tiles are gathered by cp.async from any layout.
 GEMM_HOST_DEVICE constexpr bool scales_by_tma(const TileConfig& c) { return c.block_m > hopper::kWgmmaM; }
+// Epilogue staging: the BLOCK_M x BLOCK_N tile of a 16-bit output, written by the math warpgroups and
+// stored by TMA while the next tile's K blocks already run (fp32 outputs and split-K partials are
+// stored from registers instead). A multiple of 1024 bytes for every config (BLOCK_N % 8 == 0).
+constexpr int kStagedOutBytes = 2;
+GEMM_HOST_DEVICE constexpr int staging_bytes(const TileConfig& c) { return c.block_m * c.block_n * kStagedOutBytes; }
+GEMM_HOST_DEVICE constexpr int ring_stage_bytes(const TileConfig& c) {
+  return stage_bytes(c) + scale_stage_floats(c) * static_cast<int>(sizeof(float)) + kBarrierBytesPerStage;
+}
 GEMM_HOST_DEVICE constexpr int num_stages(const TileConfig& c) {
-  const int fit = (hopper::kMaxSmemPerBlock - kSmemAlignSlack) /
-                  (stage_bytes(c) + scale_stage_floats(c) * static_cast<int>(sizeof(float)) + kBarrierBytesPerStage);
+  const int fit = (hopper::kMaxSmemPerBlock - kSmemAlignSlack - staging_bytes(c)) / ring_stage_bytes(c);
   return fit < kMaxStages ? fit : kMaxStages;
 }
 GEMM_HOST_DEVICE constexpr int smem_bytes(const TileConfig& c) {
-  return num_stages(c) * (stage_bytes(c) + scale_stage_floats(c) * static_cast<int>(sizeof(float)) + kBarrierBytesPerStage) +
-         kSmemAlignSlack;
+  return num_stages(c) * ring_stage_bytes(c) + staging_bytes(c) + kSmemAlignSlack;
 }
+constexpr int kMinStages = 4;  // fewer cannot cover the TMA latency of a K block
 
 // Rows of M blocks walked together by the persistent scheduler so that concurrently running CTAs
 // share A and B tiles in L2.

@@ -187,9 +187,28 @@ std::string encode_scales(const char* name, const ScaleOperand& op, int64_t rows
                    CU_TENSOR_MAP_L2_PROMOTION_NONE, map);
 }
 
+// ---- 16-bit output as the TMA-store epilogue writes it: 64-row x 16-column boxes, 32B-swizzled ----
+bool out_tma_storable(const GemmArgs& args, int splits) {
+  if (splits > 1 || args.c_format == OutFormat::kFP32) return false;  // fp32 planes go from registers
+  const int64_t row_bytes = args.c_stride_m * cuda::kStagedOutBytes;
+  return reinterpret_cast<uintptr_t>(args.c) % cuda::hopper::kTmaAlignBytes == 0 &&
+         (args.m == 1 || row_bytes % cuda::hopper::kTmaAlignBytes == 0);
+}
+
+std::string encode_out(const GemmArgs& args, CUtensorMap& map) {
+  const int64_t packed = cuda::cdiv(args.n * cuda::kStagedOutBytes, cuda::hopper::kTmaAlignBytes) *
+                         cuda::hopper::kTmaAlignBytes;
+  const int64_t row_bytes = args.m == 1 ? packed : args.c_stride_m * cuda::kStagedOutBytes;
+  const CUtensorMapDataType type =
+      args.c_format == OutFormat::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  return encode_2d("out", type, args.c, args.n, args.m, row_bytes, cuda::hopper::kStoreChunkCols16,
+                   cuda::hopper::kWgmmaM, CU_TENSOR_MAP_SWIZZLE_32B, CU_TENSOR_MAP_L2_PROMOTION_NONE, map);
+}
+
 // ---- dispatch: one launcher per row of kTileConfigs ----
 struct TensorMaps {
   CUtensorMap a, b, a_scale;  // a_scale: only configs with scales_by_tma read it
+  CUtensorMap out;            // only read when KernelParams::out_tma
 };
 using ConfigLauncher = cudaError_t (*)(const TensorMaps&, const KernelParams&, int grid, cudaStream_t);
 
@@ -201,7 +220,7 @@ cudaError_t launch_config(const TensorMaps& maps, const KernelParams& p, int gri
   // Set on every launch: cheap, and free of first-call races across threads and devices.
   const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (e != cudaSuccess) return e;
-  kernel<<<grid, cuda::num_threads(c), smem, stream>>>(maps.a, maps.b, maps.a_scale, p);
+  kernel<<<grid, cuda::num_threads(c), smem, stream>>>(maps.a, maps.b, maps.a_scale, maps.out, p);
   return cudaGetLastError();
 }
 
@@ -296,6 +315,10 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
     const int64_t vec_bytes = 2 * out_bytes(args.c_format);
     p.out_pairs = reinterpret_cast<uintptr_t>(args.c) % vec_bytes == 0 &&
                   (m == 1 || args.c_stride_m % 2 == 0);
+    p.out_tma = out_tma_storable(args, plan.splits);
+    if (p.out_tma) {
+      if (err = encode_out(args, maps.out); !err.empty()) return err;
+    }
   }
 
   if (const cudaError_t e = kLaunchers[plan.config](maps, p, plan.grid, stream); e != cudaSuccess) {

@@ -66,6 +66,14 @@ GEMM_HOST_DEVICE constexpr uint64_t make_smem_desc_k_major_sw128(uint32_t smem_a
 // address (the hardware applies the swizzle to the computed address).
 constexpr uint64_t kDescKStep = static_cast<uint64_t>(kWgmmaK) >> kDescAddrShift;
 
+// --- 32-byte swizzled epilogue staging (CU_TENSOR_MAP_SWIZZLE_32B; CUTLASS calls it Swizzle<1,4,3>) ---
+// The output tile is staged as column chunks of 16 16-bit values (32-byte rows, one TMA store box
+// each). The swizzle XORs address bit 7 into bit 4, i.e. rows 4..7 of every 8 swap their two 16-byte
+// halves, so the fragment's 4-byte stores (8 rows x 4 lanes per warp) hit 32 distinct banks.
+constexpr int kStoreChunkBytes = 32;                    // = the 32B swizzle span = one box row
+constexpr int kStoreChunkCols16 = kStoreChunkBytes / 2;  // 16-bit output columns per chunk
+GEMM_HOST_DEVICE constexpr uint32_t swizzle_32b(uint32_t offset) { return offset ^ (((offset >> 7) & 1u) << 4); }
+
 // --- TMA [cp-async-bulk-tensor] ---
 constexpr int kTmaAlignBytes = 16;   // base address and every global stride
 constexpr int kTmaMaxBox = 256;      // elements per box dimension

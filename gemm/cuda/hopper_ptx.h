@@ -52,6 +52,38 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, u
       : "memory");
 }
 
+// 2-D tiled store of box (c0 = inner/N, c1 = rows) from smem; rows/columns past the tensor's bounds
+// are not written. Completion is tracked per issuing thread in bulk async-groups.
+__device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, const void* src, int32_t c0, int32_t c1) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(smem_addr(src)), "r"(c0), "r"(c1)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+// Waits until at most kPending groups still read their shared-memory source (the buffer is reusable).
+template <int kPending>
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(kPending) : "memory");
+}
+// Waits until at most kPending groups are incomplete (their global writes done).
+template <int kPending>
+__device__ __forceinline__ void bulk_wait() {
+  asm volatile("cp.async.bulk.wait_group %0;" ::"n"(kPending) : "memory");
+}
+// Orders this thread's ordinary shared-memory stores before later async-proxy (TMA) reads.
+__device__ __forceinline__ void fence_proxy_async_smem() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+// ---- named barriers: one per math warpgroup (id 0 is __syncthreads) ----
+__device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void st_shared_b32(uint32_t addr, uint32_t value) {
+  asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(value) : "memory");
+}
+
 // ---- cp.async (LDGSTS): 4-byte global->shared copies of scales with any strides ----
 // `src_bytes` 0 zero-fills the destination without reading (rows past M, scale blocks past N).
 __device__ __forceinline__ void cp_async_4(void* dst, const void* src, uint32_t src_bytes) {

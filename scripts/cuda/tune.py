@@ -9,8 +9,9 @@
          fp16/fp32 outputs, against an fp32 reference (fresh data, signed per-block scales);
 --suite: DeepSeek-V3 and AMD-challenge shapes, ours (heuristic plan) vs cuBLAS block-scaled
          torch._scaled_mm (checked first; wrong results are reported as WRONG, not timed);
---sweep: times every config (and split counts that fill the GPU) per suite shape: the data the
-         cost model in gemm/cuda/gemm_heuristics.h is fitted to.
+--sweep: times every config (and split counts that fill the GPU) per suite shape, and cuBLAS: the
+         data the cost model in gemm/cuda/gemm_heuristics.h is fitted to;
+--profile M,N,K,CONFIG: two launches of one forced plan, for `ncu --launch-skip 1 --launch-count 1`.
 Timing: CUDA events, a 256 MB buffer written before each iteration (cold L2), median.
 """
 
@@ -33,6 +34,7 @@ DS = [(m, n, k) for m in (64, 128, 4096) for n, k in
 CH = [(m, n, k) for m in (1024, 6144) for n, k in
       [(1536, 7168), (3072, 1536), (576, 7168), (7168, 256), (7168, 2048), (4608, 7168), (7168, 2304),
        (512, 7168), (4096, 512)]]
+BIG = [(8192, 8192, 8192), (6144, 7168, 4608)]
 
 
 class GemmArgs(ctypes.Structure):  # mirrors gemm::GemmArgs (gemm/gemm_launcher.h)
@@ -161,6 +163,17 @@ def check(be: Backend) -> list[str]:
         report(f"b row stride k+{pad}", *close(be.gemm(a, padded, a_s, b_s), ref))
     for dt in (torch.float16, torch.float32):
         report(f"out {dt}", *close(be.gemm(a, b, a_s, b_s, out_dtype=dt), ref))
+    # Output rows TMA can address (padded to a 16-byte multiple) and rows it cannot (odd stride: the
+    # register-store path), each with a poisoned guard column that must stay untouched.
+    for pad in (8, 1):
+        for dt in (torch.bfloat16, torch.float16):
+            buf = torch.full((m, n + pad), float("nan"), dtype=dt, device="cuda")
+            out = be.gemm(a, b, a_s, b_s, out=buf[:, :n])
+            ok, rel = close(out, ref)
+            report(f"out {dt} row stride n+{pad}", ok and bool(buf[:, n:].isnan().all()), rel)
+    for cfg in range(len(be.configs)):
+        x = make(1, 200, 256)
+        report(f"config {be.configs[cfg]} m=1", *close(be.gemm(*x, config=cfg), reference(*x)))
     x = make(64, 576, 7168)
     first = be.gemm(*x, config=0, splits=8)
     report("split-K bitwise repeatable x20", all(torch.equal(first, be.gemm(*x, config=0, splits=8))
@@ -200,12 +213,16 @@ def suite(be: Backend) -> list[str]:
     return fails
 
 
-def sweep(be: Backend, path: str) -> None:
+def sweep(be: Backend, path: str, iters: int) -> None:
     with open(path, "w") as f:
-        for m, n, k in DS + CH:
+        for m, n, k in DS + CH + BIG:
             x = make(m, n, k)
             out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
             kb, times = -(-k // SCALE_BLOCK), {}
+            try:
+                cublas_us = round(timeit(lambda: cublas(*x), iters), 2) if close(cublas(*x), reference(*x))[0] else None
+            except RuntimeError:
+                cublas_us = None
             for cfg, (bm, bn) in enumerate(be.configs):
                 tiles = -(-m // bm) * -(-n // bn)
                 splits = {1}
@@ -213,11 +230,23 @@ def sweep(be: Backend, path: str) -> None:
                     fill = max(1, min(16, kb // 2, be.sms // tiles))
                     splits |= {fill, max(1, fill // 2)}
                 for s in sorted(splits):
-                    times[f"{cfg}/{s}"] = round(timeit(lambda: be.gemm(*x, out=out, config=cfg, splits=s), 8), 2)
+                    times[f"{cfg}/{s}"] = round(timeit(lambda: be.gemm(*x, out=out, config=cfg, splits=s), iters), 2)
             best = min(times, key=times.get)
-            f.write(json.dumps({"m": m, "n": n, "k": k, "best": best, "t": times}) + "\n")
+            f.write(json.dumps({"m": m, "n": n, "k": k, "best": best, "cublas": cublas_us, "t": times}) + "\n")
             f.flush()
-            print(f"SWEEP {m}x{n}x{k} best {best} {times[best]:.1f} us  plan {be.plan(m, n, k)}", flush=True)
+            cb = f"cuBLAS {cublas_us:.1f} us x{cublas_us / times[best]:.2f}" if cublas_us else "cuBLAS WRONG"
+            print(f"SWEEP {m}x{n}x{k} best {best} {be.configs[int(best.split('/')[0])]} {times[best]:.1f} us "
+                  f"{2 * m * n * k / times[best] / 1e6:.0f} TF/s  {cb}  plan {be.plan(m, n, k)}", flush=True)
+
+
+def profile(be: Backend, spec: str) -> None:
+    """One warm-up and one measured launch of a forced plan "M,N,K,CONFIG[,SPLITS]" (for ncu)."""
+    m, n, k, cfg, *rest = (int(v) for v in spec.split(","))
+    x = make(m, n, k)
+    for _ in range(2):
+        out = be.gemm(*x, config=cfg, splits=rest[0] if rest else 1)
+    torch.cuda.synchronize()
+    print(f"PROFILE {m}x{n}x{k} config {be.configs[cfg]} ok={close(out, reference(*x))}")
 
 
 def main() -> int:
@@ -226,6 +255,8 @@ def main() -> int:
     p.add_argument("--check", action="store_true")
     p.add_argument("--suite", action="store_true")
     p.add_argument("--sweep", metavar="JSONL")
+    p.add_argument("--iters", type=int, default=10, help="timed iterations per sweep point")
+    p.add_argument("--profile", metavar="M,N,K,CONFIG[,SPLITS]")
     args = p.parse_args()
     torch.manual_seed(0)
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -236,7 +267,9 @@ def main() -> int:
     if args.suite:
         fails += suite(be)
     if args.sweep:
-        sweep(be, args.sweep)
+        sweep(be, args.sweep, args.iters)
+    if args.profile:
+        profile(be, args.profile)
     print("FAILS:", fails)
     return 1 if fails else 0
 
