@@ -10,9 +10,10 @@
 //    so scale latency is hidden kStages blocks ahead;
 //  - 1 or 2 math warpgroups (64 rows each) run wgmma m64nNk32 steps into a temporary accumulator and
 //    promote `acc += tmp * As[row, kb] * Bs[col / 128, kb]` in fp32 registers (two-level
-//    accumulation: FP8 tensor-core sums lose bits over long K). Where registers allow, two
-//    temporaries alternate: the wgmma of step t+1 runs on the tensor cores while step t is promoted,
-//    so promotion never leaves the tensor cores idle;
+//    accumulation: FP8 tensor-core sums lose bits over long K). Two temporaries alternate, so the
+//    wgmma of step t+1 runs on the tensor cores while step t is promoted: a step is one K block for
+//    tiles up to 128 wide, and one half of the tile's N for wider tiles (two full-width temporaries
+//    would not fit beside the accumulator);
 //  - the epilogue converts (bf16/fp16 round-to-nearest-even, or fp32). 16-bit outputs whose rows TMA
 //    can address go through a 32B-swizzled staging tile in shared memory and leave by TMA stores that
 //    drain while the warpgroup already runs the next tile (TMA clips ragged M and N); the rest (fp32,
@@ -118,17 +119,21 @@ __device__ __forceinline__ void store_fragment(const float (&acc)[kAcc], T* out,
   }
 }
 
-// Writes one thread's fragment of a 64 x kBlockN warpgroup tile into its staging area: column chunk
-// c (16 columns) is 64 rows x 32 bytes at c * 2 KB, 32B-swizzled as the output tensor map expects.
-template <typename T, int kAcc>
-__device__ __forceinline__ void stage_fragment(const float (&acc)[kAcc], uint32_t staging, int tid) {
+// Writes the columns [col_begin, col_begin + kCols) of one thread's fragment of a 64-row warpgroup
+// tile into its staging area: column chunk c (16 columns) is 64 rows x 32 bytes at c * 2 KB,
+// 32B-swizzled as the output tensor map expects. col_begin is a multiple of kCols, so with the loops
+// unrolled the quad filter is a compile-time constant.
+template <typename T, int kCols, int kAcc>
+__device__ __forceinline__ void stage_fragment(const float (&acc)[kAcc], uint32_t staging, int tid, int col_begin) {
   using P = OutPair<T>;
   constexpr uint32_t kChunkBytes = hopper::kWgmmaM * hopper::kStoreChunkBytes;
   const int row0 = hopper::frag_row(tid, 0);
   const int col0 = hopper::frag_col(tid, 0);
 #pragma unroll
   for (int q = 0; q < kAcc / hopper::kFragRegsPerQuad; ++q) {
-    const int col = col0 + q * hopper::kFragColStride;
+    const int quad_col = q * hopper::kFragColStride - col_begin;  // quad's first column in the pass
+    if (quad_col < 0 || quad_col >= kCols) continue;
+    const int col = col0 + quad_col;
     const uint32_t chunk = staging + (col / hopper::kStoreChunkCols16) * kChunkBytes;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -142,31 +147,38 @@ __device__ __forceinline__ void stage_fragment(const float (&acc)[kAcc], uint32_
   }
 }
 
-// Epilogue through shared memory: the staging area is free once this warpgroup's previous TMA stores
-// have read it (the issuing thread, tid 0, tracks its bulk groups); every thread writes its fragment,
-// and tid 0 stores the 64-row slab chunk by chunk. The stores drain while the next tile runs.
-template <int kBlockN, int kAcc>
+// Epilogue through shared memory, kStoreCols columns a pass: the staging area is free once this
+// warpgroup's previous TMA stores have read it (the issuing thread, tid 0, tracks its bulk groups);
+// every thread writes its part of the fragment, and tid 0 stores the 64-row slab chunk by chunk.
+// The last pass drains while the next tile runs.
+template <int kBlockN, int kStoreCols, int kAcc>
 __device__ __forceinline__ void store_tile_by_tma(const float (&acc)[kAcc], const KernelParams& p,
                                                   const CUtensorMap* tmap_out, uint8_t* staging,
                                                   uint32_t wg_barrier, int tid, int64_t row0, int64_t col0) {
   constexpr int kChunkBytes = hopper::kWgmmaM * hopper::kStoreChunkBytes;
-  if (tid == 0) ptx::bulk_wait_read<0>();
-  ptx::named_barrier_sync(wg_barrier, hopper::kWarpgroupThreads);
-  if (p.out_format == OutFormat::kBF16) {
-    stage_fragment<__nv_bfloat16>(acc, ptx::smem_addr(staging), tid);
-  } else {
-    stage_fragment<__half>(acc, ptx::smem_addr(staging), tid);
-  }
-  ptx::fence_proxy_async_smem();
-  ptx::named_barrier_sync(wg_barrier, hopper::kWarpgroupThreads);
-  if (tid == 0 && row0 < p.m) {
-#pragma unroll 1
-    for (int c = 0; c < kBlockN / hopper::kStoreChunkCols16; ++c) {
-      const int64_t col = col0 + c * hopper::kStoreChunkCols16;
-      if (col >= p.n) break;
-      ptx::tma_store_2d(tmap_out, staging + c * kChunkBytes, static_cast<int32_t>(col), static_cast<int32_t>(row0));
+  constexpr int kPasses = (kBlockN + kStoreCols - 1) / kStoreCols;
+#pragma unroll
+  for (int pass = 0; pass < kPasses; ++pass) {
+    const int col_begin = pass * kStoreCols;
+    if (tid == 0) ptx::bulk_wait_read<0>();
+    ptx::named_barrier_sync(wg_barrier, hopper::kWarpgroupThreads);
+    if (p.out_format == OutFormat::kBF16) {
+      stage_fragment<__nv_bfloat16, kStoreCols>(acc, ptx::smem_addr(staging), tid, col_begin);
+    } else {
+      stage_fragment<__half, kStoreCols>(acc, ptx::smem_addr(staging), tid, col_begin);
     }
-    ptx::bulk_commit();
+    ptx::fence_proxy_async_smem();
+    ptx::named_barrier_sync(wg_barrier, hopper::kWarpgroupThreads);
+    if (tid == 0 && row0 < p.m) {
+      const int chunks = (min(kStoreCols, kBlockN - col_begin)) / hopper::kStoreChunkCols16;
+#pragma unroll 1
+      for (int c = 0; c < chunks; ++c) {
+        const int64_t col = col0 + col_begin + c * hopper::kStoreChunkCols16;
+        if (col >= p.n) break;
+        ptx::tma_store_2d(tmap_out, staging + c * kChunkBytes, static_cast<int32_t>(col), static_cast<int32_t>(row0));
+      }
+      ptx::bulk_commit();
+    }
   }
 }
 
@@ -195,43 +207,46 @@ struct StepScales {
   float b[kMaxScaleBlocks];
 };
 
-// acc += tmp * (As[row] * Bs[block of col]). Column pairs never straddle a B scale block (block
-// boundaries are multiples of 8 columns away from the tile start, pairs 2-aligned).
-template <int kAcc, int kMaxScaleBlocks>
-__device__ __forceinline__ void promote(float (&acc)[kAcc], const float (&tmp)[kAcc],
+// acc[kOffset + i] += tmp[i] * (As[row] * Bs[block of col]) for one N part of the tile, whose first
+// fragment column is `frag_col0`. Column pairs never straddle a B scale block (block boundaries are
+// multiples of 8 columns away from the tile start, pairs 2-aligned).
+template <int kOffset, int kAcc, int kPartAcc, int kMaxScaleBlocks>
+__device__ __forceinline__ void promote(float (&acc)[kAcc], const float (&tmp)[kPartAcc],
                                         const StepScales<kMaxScaleBlocks>& s, bool one_scale_block,
                                         int frag_col0, int next_block_col) {
+  static_assert(kOffset + kPartAcc <= kAcc, "part outside the accumulator");
   if (one_scale_block) {
     const float s0 = s.a0 * s.b[0], s1 = s.a1 * s.b[0];
 #pragma unroll
-    for (int q = 0; q < kAcc; q += hopper::kFragRegsPerQuad) {
-      acc[q] = fmaf(tmp[q], s0, acc[q]);
-      acc[q + 1] = fmaf(tmp[q + 1], s0, acc[q + 1]);
-      acc[q + 2] = fmaf(tmp[q + 2], s1, acc[q + 2]);
-      acc[q + 3] = fmaf(tmp[q + 3], s1, acc[q + 3]);
+    for (int q = 0; q < kPartAcc; q += hopper::kFragRegsPerQuad) {
+      acc[kOffset + q] = fmaf(tmp[q], s0, acc[kOffset + q]);
+      acc[kOffset + q + 1] = fmaf(tmp[q + 1], s0, acc[kOffset + q + 1]);
+      acc[kOffset + q + 2] = fmaf(tmp[q + 2], s1, acc[kOffset + q + 2]);
+      acc[kOffset + q + 3] = fmaf(tmp[q + 3], s1, acc[kOffset + q + 3]);
     }
   } else {
 #pragma unroll
-    for (int q = 0; q < kAcc; q += hopper::kFragRegsPerQuad) {
+    for (int q = 0; q < kPartAcc; q += hopper::kFragRegsPerQuad) {
       const int col = frag_col0 + (q / hopper::kFragRegsPerQuad) * hopper::kFragColStride;
       float sbc = col < next_block_col ? s.b[0] : s.b[1];
       if (kMaxScaleBlocks > 2 && col >= next_block_col + kScaleBlockN) sbc = s.b[kMaxScaleBlocks - 1];
       const float s0 = s.a0 * sbc, s1 = s.a1 * sbc;
-      acc[q] = fmaf(tmp[q], s0, acc[q]);
-      acc[q + 1] = fmaf(tmp[q + 1], s0, acc[q + 1]);
-      acc[q + 2] = fmaf(tmp[q + 2], s1, acc[q + 2]);
-      acc[q + 3] = fmaf(tmp[q + 3], s1, acc[q + 3]);
+      acc[kOffset + q] = fmaf(tmp[q], s0, acc[kOffset + q]);
+      acc[kOffset + q + 1] = fmaf(tmp[q + 1], s0, acc[kOffset + q + 1]);
+      acc[kOffset + q + 2] = fmaf(tmp[q + 2], s1, acc[kOffset + q + 2]);
+      acc[kOffset + q + 3] = fmaf(tmp[q + 3], s1, acc[kOffset + q + 3]);
     }
   }
 }
 
-template <int kBlockM, int kBlockN>
-__global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
+template <int kBlockM, int kBlockN, int kStoreCols>
+__global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kStoreCols}), 1)
     fp8_gemm_kernel(const __grid_constant__ CUtensorMap tmap_a,
                     const __grid_constant__ CUtensorMap tmap_b,
                     const __grid_constant__ CUtensorMap tmap_a_scale,
                     const __grid_constant__ CUtensorMap tmap_out, const KernelParams p) {
-  constexpr TileConfig kCfg{kBlockM, kBlockN};
+  constexpr TileConfig kCfg{kBlockM, kBlockN, kStoreCols};
+  static_assert(registers_fit(kCfg), "accumulators do not fit the math warpgroups' register budget");
   constexpr int kStages = num_stages(kCfg);
   constexpr int kMathWG = num_math_warpgroups(kCfg);
   constexpr int kABytes = kBlockM * kBlockK;
@@ -244,9 +259,14 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
   constexpr bool kTmaScales = scales_by_tma(kCfg);
   constexpr int kScaleWarp = 1;  // producer warp gathering scales with cp.async (warp 0 issues TMA)
   constexpr int kStageTxBytes = kABytes + kBBytes + (kTmaScales ? kBlockM * static_cast<int>(sizeof(float)) : 0);
-  using Mma = WgmmaFp8<kBlockN>;
-  constexpr int kAcc = Mma::kAccRegs;
-  constexpr int kTmpBufs = tmp_buffers(kCfg);
+  // The tile's N is covered by kNParts wgmma widths of kPartN; a step is one (K sub-block, N part)
+  // and the two temporaries alternate between consecutive steps (ping-pong).
+  constexpr int kNParts = n_parts(kCfg);
+  constexpr int kPartN = kBlockN / kNParts;
+  constexpr int kStepsPerKBlock = kStepsPerBlock * kNParts;
+  using Mma = WgmmaFp8<kPartN>;
+  constexpr int kPartAcc = Mma::kAccRegs;
+  constexpr int kAcc = kPartAcc * kNParts;
   static_assert(kBlockM % hopper::kWgmmaM == 0 && kBlockN % hopper::kWgmmaNAlign == 0 &&
                     kBlockN <= hopper::kTmaMaxBox && kBlockM <= hopper::kTmaMaxBox,
                 "tile shape outside what wgmma/TMA take");
@@ -254,7 +274,8 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
                 "stage buffers must stay 1024-byte aligned for the 128B swizzle");
   static_assert(kBlockK % kPromoteK == 0 && kPromoteK % hopper::kWgmmaK == 0, "promotion interval");
   static_assert(kMaxScaleBlocks <= kMaxScaleBlocksPerTile, "B scale blocks per tile");
-  static_assert(kTmpBufs == 1 || kTmpBufs == 2, "one or two temporary accumulators");
+  static_assert(kPartN % hopper::kSwizzleAtomRows == 0, "an N part starts on a swizzle atom of B");
+  static_assert(kNParts == 1 || kStepsPerKBlock % 2 == 0, "ping-pong buffer = N part");
 
   extern __shared__ uint8_t smem_raw[];
   // The 128B swizzle pattern is a function of address bits [4,10): tiles start 1024-aligned.
@@ -263,7 +284,9 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
                               hopper::kSwizzleAtomBytes);
   constexpr int kStagingBytesPerWG = staging_bytes(kCfg) / kMathWG;
   static_assert(kStages >= kMinStages, "too few pipeline stages fit beside the epilogue staging");
-  static_assert(kBlockN % hopper::kStoreChunkCols16 == 0, "staging is written in 16-column chunks");
+  static_assert(kBlockN % hopper::kStoreChunkCols16 == 0 && kStoreCols % hopper::kStoreChunkCols16 == 0 &&
+                    kStoreCols <= kBlockN,
+                "staging is written in 16-column chunks");
   uint8_t* smem_a = smem;
   uint8_t* smem_b = smem_a + kStages * kABytes;
   uint8_t* smem_out = smem_b + kStages * kBBytes;  // 1024-aligned: every tile buffer is a 1 KB multiple
@@ -351,8 +374,8 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
     const int frag_row0 = hopper::frag_row(tid, 0);
     const int frag_col0 = hopper::frag_col(tid, 0);
     float acc[kAcc];
-    float tmp[kTmpBufs][kAcc];
-    StepScales<kMaxScaleBlocks> scales[kTmpBufs];
+    float tmp[2][kPartAcc];
+    StepScales<kMaxScaleBlocks> scales[2];
     int iter = 0;  // K blocks consumed so far by this CTA (stage ring position)
     for (int64_t u = blockIdx.x; u < p.units; u += gridDim.x) {
       const WorkUnit w = decode_unit(p, u);
@@ -362,15 +385,19 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
       const int64_t nb0 = n0 / kScaleBlockN;
       const int next_block_col = static_cast<int>((nb0 + 1) * kScaleBlockN - n0);
       const bool one_scale_block = next_block_col >= kBlockN || nb0 + 1 >= num_scale_n;
-      const int steps = (w.kb_end - w.kb_begin) * kStepsPerBlock;
+      const int steps = (w.kb_end - w.kb_begin) * kStepsPerKBlock;
 
-      // Step t: wgmma over K [t * kPromoteK, (t + 1) * kPromoteK) of this unit into tmp[buf].
+      // Step t: wgmma over K sub-block `sub` (kPromoteK wide) of the unit's K block t / kStepsPerKBlock,
+      // for N part `part`, into tmp[buf]. With kNParts == 2 the buffer is the part (kBuf == t % 2).
       auto issue = [&](int t, auto buf_tag) {
         constexpr int kBuf = decltype(buf_tag)::value;
-        const int s = (iter + t / kStepsPerBlock) % kStages;
-        const int sub = t % kStepsPerBlock;
-        if (sub == 0) ptx::mbar_wait(&full_bar[s], ((iter + t / kStepsPerBlock) / kStages) & 1);
-        // Scales of this K block (copied by the scale warp); read now, used after the MMAs.
+        const int kb = iter + t / kStepsPerKBlock;
+        const int s = kb % kStages;
+        const int r = t % kStepsPerKBlock;
+        const int sub = r / kNParts;
+        const int part = kNParts == 1 ? 0 : kBuf;
+        if (r == 0) ptx::mbar_wait(&full_bar[s], (kb / kStages) & 1);
+        // Scales of this K block (TMA / the scale warp put them in the stage); read now, used after the MMAs.
         const float* stage_scales = smem_scales + s * kScaleFloats;
         scales[kBuf].a0 = stage_scales[warpgroup * hopper::kWgmmaM + frag_row0];
         scales[kBuf].a1 = stage_scales[warpgroup * hopper::kWgmmaM + frag_row0 + hopper::kFragRowHalf];
@@ -379,8 +406,8 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
         const uint64_t desc_a = hopper::make_smem_desc_k_major_sw128(
             ptx::smem_addr(smem_a + s * kABytes + warpgroup * hopper::kWgmmaM * kBlockK)) +
                                 sub * kWgmmasPerStep * hopper::kDescKStep;
-        const uint64_t desc_b = hopper::make_smem_desc_k_major_sw128(ptx::smem_addr(smem_b + s * kBBytes)) +
-                                sub * kWgmmasPerStep * hopper::kDescKStep;
+        const uint64_t desc_b = hopper::make_smem_desc_k_major_sw128(
+            ptx::smem_addr(smem_b + s * kBBytes + part * kPartN * kBlockK)) + sub * kWgmmasPerStep * hopper::kDescKStep;
         ptx::fence_regs(tmp[kBuf]);
         ptx::wgmma_fence();
 #pragma unroll
@@ -390,51 +417,47 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
         ptx::wgmma_commit();
       };
       // Waits for step t (leaving kPending later groups in flight), frees its stage after the last
-      // step of a K block, and promotes it.
+      // step of a K block, and promotes it into its part of the accumulator.
       auto retire = [&](int t, auto buf_tag, auto pending_tag) {
         constexpr int kBuf = decltype(buf_tag)::value;
+        constexpr int kPart = kNParts == 1 ? 0 : kBuf;
         ptx::wgmma_wait<decltype(pending_tag)::value>();
         ptx::fence_regs(tmp[kBuf]);
-        if (t % kStepsPerBlock == kStepsPerBlock - 1 && lane == 0) {
-          ptx::mbar_arrive(&empty_bar[(iter + t / kStepsPerBlock) % kStages]);
+        if (t % kStepsPerKBlock == kStepsPerKBlock - 1 && lane == 0) {
+          ptx::mbar_arrive(&empty_bar[(iter + t / kStepsPerKBlock) % kStages]);
         }
-        promote(acc, tmp[kBuf], scales[kBuf], one_scale_block, frag_col0, next_block_col);
+        promote<kPart * kPartAcc>(acc, tmp[kBuf], scales[kBuf], one_scale_block, frag_col0 + kPart * kPartN,
+                                  next_block_col);
       };
       using B0 = std::integral_constant<int, 0>;
-      using B1 = std::integral_constant<int, kTmpBufs - 1>;
+      using B1 = std::integral_constant<int, 1>;
       using Wait0 = std::integral_constant<int, 0>;
       using Wait1 = std::integral_constant<int, 1>;
 
 #pragma unroll
       for (int i = 0; i < kAcc; ++i) acc[i] = 0.f;
-      if constexpr (kTmpBufs == 2) {
-        // Ping-pong: issue t+1 into the other buffer before retiring t. Every exit retires with
-        // wait<0> (a unit has >= 1 step), so no wgmma is in flight past the loop.
-        issue(0, B0{});
-        for (int t = 0;; t += 2) {
-          if (t + 1 >= steps) {
-            retire(t, B0{}, Wait0{});
-            break;
-          }
-          issue(t + 1, B1{});
-          retire(t, B0{}, Wait1{});
-          if (t + 2 >= steps) {
-            retire(t + 1, B1{}, Wait0{});
-            break;
-          }
-          issue(t + 2, B0{});
-          retire(t + 1, B1{}, Wait1{});
-        }
-      } else {
-        for (int t = 0; t < steps; ++t) {
-          issue(t, B0{});
+      // Ping-pong: issue t+1 into the other buffer before retiring t, so the tensor cores run step t+1
+      // while step t is promoted. Every exit retires with wait<0> (a unit has >= 1 step), so no wgmma
+      // is in flight past the loop (ptxas serializes the wgmma otherwise).
+      issue(0, B0{});
+      for (int t = 0;; t += 2) {
+        if (t + 1 >= steps) {
           retire(t, B0{}, Wait0{});
+          break;
         }
+        issue(t + 1, B1{});
+        retire(t, B0{}, Wait1{});
+        if (t + 2 >= steps) {
+          retire(t + 1, B1{}, Wait0{});
+          break;
+        }
+        issue(t + 2, B0{});
+        retire(t + 1, B1{}, Wait1{});
       }
       iter += w.kb_end - w.kb_begin;
 
       if (p.out_tma) {
-        store_tile_by_tma<kBlockN>(acc, p, &tmap_out, smem_out + warpgroup * kStagingBytesPerWG,
+        store_tile_by_tma<kBlockN, kStoreCols>(acc, p, &tmap_out, smem_out + warpgroup * kStagingBytesPerWG,
                                    1 + warpgroup, tid, w.m_blk * kBlockM + warpgroup * hopper::kWgmmaM, n0);
       } else {
         store_tile_direct(acc, p, w.split, row0, n0 + frag_col0);

@@ -18,17 +18,19 @@ namespace gemm::cuda {
 constexpr int kBlockK = 128;  // = kScaleBlockK = one 128-byte swizzle row of FP8
 
 struct TileConfig {
-  int block_m;  // 64 * number of math warpgroups
-  int block_n;  // wgmma N, % 8 == 0, <= 256 (a value not dividing 128 straddles B scale blocks)
+  int block_m;     // 64 * number of math warpgroups
+  int block_n;     // % 16 == 0, <= 256 (a value not dividing 128 straddles B scale blocks)
+  int store_cols;  // output columns staged per epilogue pass (% 16 == 0): fewer leave room for stages
 };
 
 // BLOCK_M 64: decode / small M (one math warpgroup). BLOCK_M 128: two math warpgroups sharing B.
 // Non-power-of-two widths cut waves: 112 tiles N=7168 into 64 blocks, 176 tiles 2112 into 12,
-// 192 tiles 24576 into 128. Every width is a multiple of 16 (the epilogue's store chunk). Widths above 128
-// also cut the shared-memory bytes per FLOP of the two warpgroups (each wgmma re-reads its A rows).
+// 192 tiles 24576 into 128. Widths above 128 also cut the L2->SM bytes per FLOP; they run as two
+// N halves (see n_parts). Every width is a multiple of 16 (the epilogue's store chunk).
 inline constexpr TileConfig kTileConfigs[] = {
-    {64, 64}, {64, 96}, {64, 112}, {64, 128}, {64, 192},
-    {128, 112}, {128, 128}, {128, 144}, {128, 160}, {128, 176}, {128, 192},
+    {64, 64, 64},    {64, 96, 96},    {64, 112, 112},  {64, 128, 128},  {64, 192, 192},
+    {128, 112, 112}, {128, 128, 128}, {128, 128, 64},  {128, 144, 48},  {128, 160, 80},
+    {128, 176, 176}, {128, 176, 64},  {128, 192, 64},
 };
 inline constexpr int kNumTileConfigs = sizeof(kTileConfigs) / sizeof(kTileConfigs[0]);
 
@@ -68,10 +70,14 @@ GEMM_HOST_DEVICE constexpr int math_registers(const TileConfig& c) {
 GEMM_HOST_DEVICE constexpr int acc_registers(const TileConfig& c) {
   return hopper::kWgmmaM * c.block_n / hopper::kWarpgroupThreads;
 }
-// Two temporary accumulators (wgmma of the next step overlaps the promotion of this one) when
-// they fit beside the fp32 accumulator; otherwise one (wgmma and promotion alternate).
-GEMM_HOST_DEVICE constexpr int tmp_buffers(const TileConfig& c) {
-  return 3 * acc_registers(c) + kMathRegsBesideAcc <= math_registers(c) ? 2 : 1;
+// The math warpgroups always keep two temporary accumulators (the wgmma of the next step overlaps
+// the promotion of this one). Where two full-width temporaries do not fit beside the fp32
+// accumulator, the tile's N is run as two halves, each step one half (one temporary per half).
+GEMM_HOST_DEVICE constexpr int n_parts(const TileConfig& c) {
+  return 3 * acc_registers(c) + kMathRegsBesideAcc <= math_registers(c) ? 1 : 2;
+}
+GEMM_HOST_DEVICE constexpr bool registers_fit(const TileConfig& c) {
+  return acc_registers(c) + 2 * acc_registers(c) / n_parts(c) + kMathRegsBesideAcc <= math_registers(c);
 }
 // A tile never spans more than this many 128-wide B scale blocks.
 GEMM_HOST_DEVICE constexpr int max_scale_blocks(int block_n) {
@@ -93,11 +99,11 @@ GEMM_HOST_DEVICE constexpr int scale_stage_floats(const TileConfig& c) {
 // BLOCK_M A scales with TMA from a K-block-major copy instead. B scales (<= 3 floats) and the A
 // scales of one-warpgroup tiles are gathered by cp.async from any layout.
 GEMM_HOST_DEVICE constexpr bool scales_by_tma(const TileConfig& c) { return c.block_m > hopper::kWgmmaM; }
-// Epilogue staging: the BLOCK_M x BLOCK_N tile of a 16-bit output, written by the math warpgroups and
-// stored by TMA while the next tile's K blocks already run (fp32 outputs and split-K partials are
-// stored from registers instead). A multiple of 1024 bytes for every config (BLOCK_N % 8 == 0).
+// Epilogue staging: store_cols columns of the BLOCK_M-row tile of a 16-bit output at a time, written
+// by the math warpgroups and stored by TMA; the last pass drains while the next tile's K blocks run (fp32 outputs and split-K partials are
+// stored from registers instead). A multiple of 1024 bytes for every config (store_cols % 16 == 0).
 constexpr int kStagedOutBytes = 2;
-GEMM_HOST_DEVICE constexpr int staging_bytes(const TileConfig& c) { return c.block_m * c.block_n * kStagedOutBytes; }
+GEMM_HOST_DEVICE constexpr int staging_bytes(const TileConfig& c) { return c.block_m * c.store_cols * kStagedOutBytes; }
 GEMM_HOST_DEVICE constexpr int ring_stage_bytes(const TileConfig& c) {
   return stage_bytes(c) + scale_stage_floats(c) * static_cast<int>(sizeof(float)) + kBarrierBytesPerStage;
 }
