@@ -10,10 +10,9 @@
 //    so scale latency is hidden kStages blocks ahead;
 //  - 1 or 2 math warpgroups (64 rows each) run wgmma m64nNk32 steps into a temporary accumulator and
 //    promote `acc += tmp * As[row, kb] * Bs[col / 128, kb]` in fp32 registers (two-level
-//    accumulation: FP8 tensor-core sums lose bits over long K). Two temporaries alternate, so the
-//    wgmma of step t+1 runs on the tensor cores while step t is promoted: a step is one K block for
-//    tiles up to 128 wide, and one half of the tile's N for wider tiles (two full-width temporaries
-//    would not fit beside the accumulator);
+//    accumulation: FP8 tensor-core sums lose bits over long K). Where registers allow, two
+//    temporaries alternate: the wgmma of step t+1 runs on the tensor cores while step t is promoted.
+//    Wider tiles have one temporary, and their two warpgroups run one step apart instead;
 //  - the epilogue converts (bf16/fp16 round-to-nearest-even, or fp32). 16-bit outputs whose rows TMA
 //    can address go through a 32B-swizzled staging tile in shared memory and leave by TMA stores that
 //    drain while the warpgroup already runs the next tile (TMA clips ragged M and N); the rest (fp32,
@@ -207,34 +206,32 @@ struct StepScales {
   float b[kMaxScaleBlocks];
 };
 
-// acc[kOffset + i] += tmp[i] * (As[row] * Bs[block of col]) for one N part of the tile, whose first
-// fragment column is `frag_col0`. Column pairs never straddle a B scale block (block boundaries are
-// multiples of 8 columns away from the tile start, pairs 2-aligned).
-template <int kOffset, int kAcc, int kPartAcc, int kMaxScaleBlocks>
-__device__ __forceinline__ void promote(float (&acc)[kAcc], const float (&tmp)[kPartAcc],
+// acc += tmp * (As[row] * Bs[block of col]). Column pairs never straddle a B scale block (block
+// boundaries are multiples of 8 columns away from the tile start, pairs 2-aligned).
+template <int kAcc, int kMaxScaleBlocks>
+__device__ __forceinline__ void promote(float (&acc)[kAcc], const float (&tmp)[kAcc],
                                         const StepScales<kMaxScaleBlocks>& s, bool one_scale_block,
                                         int frag_col0, int next_block_col) {
-  static_assert(kOffset + kPartAcc <= kAcc, "part outside the accumulator");
   if (one_scale_block) {
     const float s0 = s.a0 * s.b[0], s1 = s.a1 * s.b[0];
 #pragma unroll
-    for (int q = 0; q < kPartAcc; q += hopper::kFragRegsPerQuad) {
-      acc[kOffset + q] = fmaf(tmp[q], s0, acc[kOffset + q]);
-      acc[kOffset + q + 1] = fmaf(tmp[q + 1], s0, acc[kOffset + q + 1]);
-      acc[kOffset + q + 2] = fmaf(tmp[q + 2], s1, acc[kOffset + q + 2]);
-      acc[kOffset + q + 3] = fmaf(tmp[q + 3], s1, acc[kOffset + q + 3]);
+    for (int q = 0; q < kAcc; q += hopper::kFragRegsPerQuad) {
+      acc[q] = fmaf(tmp[q], s0, acc[q]);
+      acc[q + 1] = fmaf(tmp[q + 1], s0, acc[q + 1]);
+      acc[q + 2] = fmaf(tmp[q + 2], s1, acc[q + 2]);
+      acc[q + 3] = fmaf(tmp[q + 3], s1, acc[q + 3]);
     }
   } else {
 #pragma unroll
-    for (int q = 0; q < kPartAcc; q += hopper::kFragRegsPerQuad) {
+    for (int q = 0; q < kAcc; q += hopper::kFragRegsPerQuad) {
       const int col = frag_col0 + (q / hopper::kFragRegsPerQuad) * hopper::kFragColStride;
       float sbc = col < next_block_col ? s.b[0] : s.b[1];
       if (kMaxScaleBlocks > 2 && col >= next_block_col + kScaleBlockN) sbc = s.b[kMaxScaleBlocks - 1];
       const float s0 = s.a0 * sbc, s1 = s.a1 * sbc;
-      acc[kOffset + q] = fmaf(tmp[q], s0, acc[kOffset + q]);
-      acc[kOffset + q + 1] = fmaf(tmp[q + 1], s0, acc[kOffset + q + 1]);
-      acc[kOffset + q + 2] = fmaf(tmp[q + 2], s1, acc[kOffset + q + 2]);
-      acc[kOffset + q + 3] = fmaf(tmp[q + 3], s1, acc[kOffset + q + 3]);
+      acc[q] = fmaf(tmp[q], s0, acc[q]);
+      acc[q + 1] = fmaf(tmp[q + 1], s0, acc[q + 1]);
+      acc[q + 2] = fmaf(tmp[q + 2], s1, acc[q + 2]);
+      acc[q + 3] = fmaf(tmp[q + 3], s1, acc[q + 3]);
     }
   }
 }
@@ -258,15 +255,11 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kStor
   constexpr int kScaleFloats = scale_stage_floats(kCfg);
   constexpr bool kTmaScales = scales_by_tma(kCfg);
   constexpr int kScaleWarp = 1;  // producer warp gathering scales with cp.async (warp 0 issues TMA)
+  constexpr uint32_t kPhaseBarrier = 1 + kMathWG;  // after the math warpgroups' epilogue barriers
   constexpr int kStageTxBytes = kABytes + kBBytes + (kTmaScales ? kBlockM * static_cast<int>(sizeof(float)) : 0);
-  // The tile's N is covered by kNParts wgmma widths of kPartN; a step is one (K sub-block, N part)
-  // and the two temporaries alternate between consecutive steps (ping-pong).
-  constexpr int kNParts = n_parts(kCfg);
-  constexpr int kPartN = kBlockN / kNParts;
-  constexpr int kStepsPerKBlock = kStepsPerBlock * kNParts;
-  using Mma = WgmmaFp8<kPartN>;
-  constexpr int kPartAcc = Mma::kAccRegs;
-  constexpr int kAcc = kPartAcc * kNParts;
+  using Mma = WgmmaFp8<kBlockN>;
+  constexpr int kAcc = Mma::kAccRegs;
+  constexpr int kTmpBufs = tmp_buffers(kCfg);
   static_assert(kBlockM % hopper::kWgmmaM == 0 && kBlockN % hopper::kWgmmaNAlign == 0 &&
                     kBlockN <= hopper::kTmaMaxBox && kBlockM <= hopper::kTmaMaxBox,
                 "tile shape outside what wgmma/TMA take");
@@ -274,8 +267,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kStor
                 "stage buffers must stay 1024-byte aligned for the 128B swizzle");
   static_assert(kBlockK % kPromoteK == 0 && kPromoteK % hopper::kWgmmaK == 0, "promotion interval");
   static_assert(kMaxScaleBlocks <= kMaxScaleBlocksPerTile, "B scale blocks per tile");
-  static_assert(kPartN % hopper::kSwizzleAtomRows == 0, "an N part starts on a swizzle atom of B");
-  static_assert(kNParts == 1 || kStepsPerKBlock % 2 == 0, "ping-pong buffer = N part");
+  static_assert(kTmpBufs == 1 || kTmpBufs == 2, "one or two temporary accumulators");
 
   extern __shared__ uint8_t smem_raw[];
   // The 128B swizzle pattern is a function of address bits [4,10): tiles start 1024-aligned.
@@ -374,9 +366,10 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kStor
     const int frag_row0 = hopper::frag_row(tid, 0);
     const int frag_col0 = hopper::frag_col(tid, 0);
     float acc[kAcc];
-    float tmp[2][kPartAcc];
-    StepScales<kMaxScaleBlocks> scales[2];
+    float tmp[kTmpBufs][kAcc];
+    StepScales<kMaxScaleBlocks> scales[kTmpBufs];
     int iter = 0;  // K blocks consumed so far by this CTA (stage ring position)
+    bool first_step = true;
     for (int64_t u = blockIdx.x; u < p.units; u += gridDim.x) {
       const WorkUnit w = decode_unit(p, u);
       const int64_t row0 = w.m_blk * kBlockM + warpgroup * hopper::kWgmmaM + frag_row0;
@@ -385,18 +378,15 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kStor
       const int64_t nb0 = n0 / kScaleBlockN;
       const int next_block_col = static_cast<int>((nb0 + 1) * kScaleBlockN - n0);
       const bool one_scale_block = next_block_col >= kBlockN || nb0 + 1 >= num_scale_n;
-      const int steps = (w.kb_end - w.kb_begin) * kStepsPerKBlock;
+      const int steps = (w.kb_end - w.kb_begin) * kStepsPerBlock;
 
-      // Step t: wgmma over K sub-block `sub` (kPromoteK wide) of the unit's K block t / kStepsPerKBlock,
-      // for N part `part`, into tmp[buf]. With kNParts == 2 the buffer is the part (kBuf == t % 2).
+      // Step t: wgmma over K [t * kPromoteK, (t + 1) * kPromoteK) of this unit into tmp[buf].
       auto issue = [&](int t, auto buf_tag) {
         constexpr int kBuf = decltype(buf_tag)::value;
-        const int kb = iter + t / kStepsPerKBlock;
+        const int kb = iter + t / kStepsPerBlock;
         const int s = kb % kStages;
-        const int r = t % kStepsPerKBlock;
-        const int sub = r / kNParts;
-        const int part = kNParts == 1 ? 0 : kBuf;
-        if (r == 0) ptx::mbar_wait(&full_bar[s], (kb / kStages) & 1);
+        const int sub = t % kStepsPerBlock;
+        if (sub == 0) ptx::mbar_wait(&full_bar[s], (kb / kStages) & 1);
         // Scales of this K block (TMA / the scale warp put them in the stage); read now, used after the MMAs.
         const float* stage_scales = smem_scales + s * kScaleFloats;
         scales[kBuf].a0 = stage_scales[warpgroup * hopper::kWgmmaM + frag_row0];
@@ -406,8 +396,8 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kStor
         const uint64_t desc_a = hopper::make_smem_desc_k_major_sw128(
             ptx::smem_addr(smem_a + s * kABytes + warpgroup * hopper::kWgmmaM * kBlockK)) +
                                 sub * kWgmmasPerStep * hopper::kDescKStep;
-        const uint64_t desc_b = hopper::make_smem_desc_k_major_sw128(
-            ptx::smem_addr(smem_b + s * kBBytes + part * kPartN * kBlockK)) + sub * kWgmmasPerStep * hopper::kDescKStep;
+        const uint64_t desc_b = hopper::make_smem_desc_k_major_sw128(ptx::smem_addr(smem_b + s * kBBytes)) +
+                                sub * kWgmmasPerStep * hopper::kDescKStep;
         ptx::fence_regs(tmp[kBuf]);
         ptx::wgmma_fence();
 #pragma unroll
@@ -417,42 +407,53 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kStor
         ptx::wgmma_commit();
       };
       // Waits for step t (leaving kPending later groups in flight), frees its stage after the last
-      // step of a K block, and promotes it into its part of the accumulator.
+      // step of a K block, and promotes it.
       auto retire = [&](int t, auto buf_tag, auto pending_tag) {
         constexpr int kBuf = decltype(buf_tag)::value;
-        constexpr int kPart = kNParts == 1 ? 0 : kBuf;
         ptx::wgmma_wait<decltype(pending_tag)::value>();
         ptx::fence_regs(tmp[kBuf]);
-        if (t % kStepsPerKBlock == kStepsPerKBlock - 1 && lane == 0) {
-          ptx::mbar_arrive(&empty_bar[(iter + t / kStepsPerKBlock) % kStages]);
+        if (t % kStepsPerBlock == kStepsPerBlock - 1 && lane == 0) {
+          ptx::mbar_arrive(&empty_bar[(iter + t / kStepsPerBlock) % kStages]);
         }
-        promote<kPart * kPartAcc>(acc, tmp[kBuf], scales[kBuf], one_scale_block, frag_col0 + kPart * kPartN,
-                                  next_block_col);
+        promote(acc, tmp[kBuf], scales[kBuf], one_scale_block, frag_col0, next_block_col);
       };
       using B0 = std::integral_constant<int, 0>;
-      using B1 = std::integral_constant<int, 1>;
+      using B1 = std::integral_constant<int, kTmpBufs - 1>;
       using Wait0 = std::integral_constant<int, 0>;
       using Wait1 = std::integral_constant<int, 1>;
 
 #pragma unroll
       for (int i = 0; i < kAcc; ++i) acc[i] = 0.f;
-      // Ping-pong: issue t+1 into the other buffer before retiring t, so the tensor cores run step t+1
-      // while step t is promoted. Every exit retires with wait<0> (a unit has >= 1 step), so no wgmma
-      // is in flight past the loop (ptxas serializes the wgmma otherwise).
-      issue(0, B0{});
-      for (int t = 0;; t += 2) {
-        if (t + 1 >= steps) {
+      if constexpr (kTmpBufs == 2) {
+        // Ping-pong: issue t+1 into the other buffer before retiring t, so the tensor cores run step
+        // t+1 while step t is promoted. Every exit retires with wait<0> (a unit has >= 1 step), so no
+        // wgmma is in flight past the loop (ptxas serializes the wgmma otherwise).
+        issue(0, B0{});
+        for (int t = 0;; t += 2) {
+          if (t + 1 >= steps) {
+            retire(t, B0{}, Wait0{});
+            break;
+          }
+          issue(t + 1, B1{});
+          retire(t, B0{}, Wait1{});
+          if (t + 2 >= steps) {
+            retire(t + 1, B1{}, Wait0{});
+            break;
+          }
+          issue(t + 2, B0{});
+          retire(t + 1, B1{}, Wait1{});
+        }
+      } else {
+        // One temporary: wgmma, wait, promote. With two math warpgroups the second starts one step
+        // behind the first (once per CTA), so that one promotes while the other's wgmma runs;
+        // started together they would stay in phase and leave the tensor cores idle while both promote.
+        for (int t = 0; t < steps; ++t) {
+          if (kMathWG == 2 && warpgroup == 1 && first_step) ptx::named_barrier_sync(kPhaseBarrier, 2 * hopper::kWarpgroupThreads);
+          issue(t, B0{});
           retire(t, B0{}, Wait0{});
-          break;
+          if (kMathWG == 2 && warpgroup == 0 && first_step) ptx::named_barrier_arrive(kPhaseBarrier, 2 * hopper::kWarpgroupThreads);
+          first_step = false;
         }
-        issue(t + 1, B1{});
-        retire(t, B0{}, Wait1{});
-        if (t + 2 >= steps) {
-          retire(t + 1, B1{}, Wait0{});
-          break;
-        }
-        issue(t + 2, B0{});
-        retire(t + 1, B1{}, Wait1{});
       }
       iter += w.kb_end - w.kb_begin;
 

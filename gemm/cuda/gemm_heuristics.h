@@ -28,9 +28,8 @@ struct TileConfig {
 // 192 tiles 24576 into 128. Widths above 128 also cut the L2->SM bytes per FLOP; they run as two
 // N halves (see n_parts). Every width is a multiple of 16 (the epilogue's store chunk).
 inline constexpr TileConfig kTileConfigs[] = {
-    {64, 64, 64},    {64, 96, 96},    {64, 112, 112},  {64, 128, 128},  {64, 192, 192},
-    {128, 112, 112}, {128, 128, 128}, {128, 128, 64},  {128, 144, 48},  {128, 160, 80},
-    {128, 176, 176}, {128, 176, 64},  {128, 192, 64},
+    {64, 64, 64},    {64, 96, 96},    {64, 128, 128},  {128, 128, 128},
+    {128, 160, 80},  {128, 176, 64},  {128, 192, 64},  {128, 192, 192},
 };
 inline constexpr int kNumTileConfigs = sizeof(kTileConfigs) / sizeof(kTileConfigs[0]);
 
@@ -70,14 +69,13 @@ GEMM_HOST_DEVICE constexpr int math_registers(const TileConfig& c) {
 GEMM_HOST_DEVICE constexpr int acc_registers(const TileConfig& c) {
   return hopper::kWgmmaM * c.block_n / hopper::kWarpgroupThreads;
 }
-// The math warpgroups always keep two temporary accumulators (the wgmma of the next step overlaps
-// the promotion of this one). Where two full-width temporaries do not fit beside the fp32
-// accumulator, the tile's N is run as two halves, each step one half (one temporary per half).
-GEMM_HOST_DEVICE constexpr int n_parts(const TileConfig& c) {
-  return 3 * acc_registers(c) + kMathRegsBesideAcc <= math_registers(c) ? 1 : 2;
+// Two temporary accumulators (wgmma of the next step overlaps the promotion of this one) when
+// they fit beside the fp32 accumulator; otherwise one (wgmma and promotion alternate).
+GEMM_HOST_DEVICE constexpr int tmp_buffers(const TileConfig& c) {
+  return 3 * acc_registers(c) + kMathRegsBesideAcc <= math_registers(c) ? 2 : 1;
 }
 GEMM_HOST_DEVICE constexpr bool registers_fit(const TileConfig& c) {
-  return acc_registers(c) + 2 * acc_registers(c) / n_parts(c) + kMathRegsBesideAcc <= math_registers(c);
+  return (1 + tmp_buffers(c)) * acc_registers(c) + kMathRegsBesideAcc <= math_registers(c);
 }
 // A tile never spans more than this many 128-wide B scale blocks.
 GEMM_HOST_DEVICE constexpr int max_scale_blocks(int block_n) {
