@@ -50,6 +50,11 @@ for cfg in ${PROFILE_CONFIGS:-}; do
     --section Occupancy python3 scripts/cuda/tune.py /tmp/libtune.so --profile "4096,7168,16384,$cfg"
   cp "$LOG/ncu_$cfg.log" "$OUT_DIR/ncu_$cfg.txt"
 done
+for cfg in ${STALL_CONFIGS:-}; do  # warp stall reasons (all warps: producer and math)
+  step "stall_$cfg" 90 ncu --clock-control none --launch-skip 1 --launch-count 1 -k regex:fp8_gemm \
+    --section WarpStateStats --print-details all python3 scripts/cuda/tune.py /tmp/libtune.so --profile "4096,7168,16384,$cfg"
+  grep -iE "stall|cycles per" "$LOG/stall_$cfg.log" | head -n 40
+done
 step accuracy 90 python3 scripts/cuda/diag_accuracy.py
 grep -E "^seed" "$LOG/accuracy.log" | head -n 40
 step gpu_tests 150 python3 -m pytest -q -m "not slow" -p no:cacheprovider tests/cuda tests/test_gemm.py
