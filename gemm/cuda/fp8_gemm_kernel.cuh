@@ -10,9 +10,9 @@
 //    so scale latency is hidden kStages blocks ahead;
 //  - 1 or 2 math warpgroups (64 rows each) run wgmma m64nNk32 steps into a temporary accumulator and
 //    promote `acc += tmp * As[row, kb] * Bs[col / 128, kb]` in fp32 registers (two-level
-//    accumulation: FP8 tensor-core sums lose bits over long K). Where registers allow, two
-//    temporaries alternate: the wgmma of step t+1 runs on the tensor cores while step t is promoted.
-//    Wider tiles have one temporary, and their two warpgroups run one step apart instead;
+//    accumulation: FP8 tensor-core sums lose bits over long K). Two temporaries alternate: the wgmma
+//    of step t+1 runs on the tensor cores while step t is promoted (which caps BLOCK_N at 128: three
+//    64 x BLOCK_N fragments must fit in a thread's registers);
 //  - the epilogue converts (bf16/fp16 round-to-nearest-even, or fp32). 16-bit outputs whose rows TMA
 //    can address go through a 32B-swizzled staging tile in shared memory and leave by TMA stores that
 //    drain while the warpgroup already runs the next tile (TMA clips ragged M and N); the rest (fp32,
@@ -118,21 +118,17 @@ __device__ __forceinline__ void store_fragment(const float (&acc)[kAcc], T* out,
   }
 }
 
-// Writes the columns [col_begin, col_begin + kCols) of one thread's fragment of a 64-row warpgroup
-// tile into its staging area: column chunk c (16 columns) is 64 rows x 32 bytes at c * 2 KB,
-// 32B-swizzled as the output tensor map expects. col_begin is a multiple of kCols, so with the loops
-// unrolled the quad filter is a compile-time constant.
-template <typename T, int kCols, int kAcc>
-__device__ __forceinline__ void stage_fragment(const float (&acc)[kAcc], uint32_t staging, int tid, int col_begin) {
+// Writes one thread's fragment of a 64 x kBlockN warpgroup tile into its staging area: column chunk
+// c (16 columns) is 64 rows x 32 bytes at c * 2 KB, 32B-swizzled as the output tensor map expects.
+template <typename T, int kAcc>
+__device__ __forceinline__ void stage_fragment(const float (&acc)[kAcc], uint32_t staging, int tid) {
   using P = OutPair<T>;
   constexpr uint32_t kChunkBytes = hopper::kWgmmaM * hopper::kStoreChunkBytes;
   const int row0 = hopper::frag_row(tid, 0);
   const int col0 = hopper::frag_col(tid, 0);
 #pragma unroll
   for (int q = 0; q < kAcc / hopper::kFragRegsPerQuad; ++q) {
-    const int quad_col = q * hopper::kFragColStride - col_begin;  // quad's first column in the pass
-    if (quad_col < 0 || quad_col >= kCols) continue;
-    const int col = col0 + quad_col;
+    const int col = col0 + q * hopper::kFragColStride;
     const uint32_t chunk = staging + (col / hopper::kStoreChunkCols16) * kChunkBytes;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -146,38 +142,31 @@ __device__ __forceinline__ void stage_fragment(const float (&acc)[kAcc], uint32_
   }
 }
 
-// Epilogue through shared memory, kStoreCols columns a pass: the staging area is free once this
-// warpgroup's previous TMA stores have read it (the issuing thread, tid 0, tracks its bulk groups);
-// every thread writes its part of the fragment, and tid 0 stores the 64-row slab chunk by chunk.
-// The last pass drains while the next tile runs.
-template <int kBlockN, int kStoreCols, int kAcc>
+// Epilogue through shared memory: the staging area is free once this warpgroup's previous TMA stores
+// have read it (the issuing thread, tid 0, tracks its bulk groups); every thread writes its fragment,
+// and tid 0 stores the 64-row slab chunk by chunk. The stores drain while the next tile runs.
+template <int kBlockN, int kAcc>
 __device__ __forceinline__ void store_tile_by_tma(const float (&acc)[kAcc], const KernelParams& p,
                                                   const CUtensorMap* tmap_out, uint8_t* staging,
                                                   uint32_t wg_barrier, int tid, int64_t row0, int64_t col0) {
   constexpr int kChunkBytes = hopper::kWgmmaM * hopper::kStoreChunkBytes;
-  constexpr int kPasses = (kBlockN + kStoreCols - 1) / kStoreCols;
-#pragma unroll
-  for (int pass = 0; pass < kPasses; ++pass) {
-    const int col_begin = pass * kStoreCols;
-    if (tid == 0) ptx::bulk_wait_read<0>();
-    ptx::named_barrier_sync(wg_barrier, hopper::kWarpgroupThreads);
-    if (p.out_format == OutFormat::kBF16) {
-      stage_fragment<__nv_bfloat16, kStoreCols>(acc, ptx::smem_addr(staging), tid, col_begin);
-    } else {
-      stage_fragment<__half, kStoreCols>(acc, ptx::smem_addr(staging), tid, col_begin);
-    }
-    ptx::fence_proxy_async_smem();
-    ptx::named_barrier_sync(wg_barrier, hopper::kWarpgroupThreads);
-    if (tid == 0 && row0 < p.m) {
-      const int chunks = (min(kStoreCols, kBlockN - col_begin)) / hopper::kStoreChunkCols16;
+  if (tid == 0) ptx::bulk_wait_read<0>();
+  ptx::named_barrier_sync(wg_barrier, hopper::kWarpgroupThreads);
+  if (p.out_format == OutFormat::kBF16) {
+    stage_fragment<__nv_bfloat16>(acc, ptx::smem_addr(staging), tid);
+  } else {
+    stage_fragment<__half>(acc, ptx::smem_addr(staging), tid);
+  }
+  ptx::fence_proxy_async_smem();
+  ptx::named_barrier_sync(wg_barrier, hopper::kWarpgroupThreads);
+  if (tid == 0 && row0 < p.m) {
 #pragma unroll 1
-      for (int c = 0; c < chunks; ++c) {
-        const int64_t col = col0 + col_begin + c * hopper::kStoreChunkCols16;
-        if (col >= p.n) break;
-        ptx::tma_store_2d(tmap_out, staging + c * kChunkBytes, static_cast<int32_t>(col), static_cast<int32_t>(row0));
-      }
-      ptx::bulk_commit();
+    for (int c = 0; c < kBlockN / hopper::kStoreChunkCols16; ++c) {
+      const int64_t col = col0 + c * hopper::kStoreChunkCols16;
+      if (col >= p.n) break;
+      ptx::tma_store_2d(tmap_out, staging + c * kChunkBytes, static_cast<int32_t>(col), static_cast<int32_t>(row0));
     }
+    ptx::bulk_commit();
   }
 }
 
@@ -236,13 +225,13 @@ __device__ __forceinline__ void promote(float (&acc)[kAcc], const float (&tmp)[k
   }
 }
 
-template <int kBlockM, int kBlockN, int kStoreCols>
-__global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kStoreCols}), 1)
+template <int kBlockM, int kBlockN>
+__global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
     fp8_gemm_kernel(const __grid_constant__ CUtensorMap tmap_a,
                     const __grid_constant__ CUtensorMap tmap_b,
                     const __grid_constant__ CUtensorMap tmap_a_scale,
                     const __grid_constant__ CUtensorMap tmap_out, const KernelParams p) {
-  constexpr TileConfig kCfg{kBlockM, kBlockN, kStoreCols};
+  constexpr TileConfig kCfg{kBlockM, kBlockN};
   static_assert(registers_fit(kCfg), "accumulators do not fit the math warpgroups' register budget");
   constexpr int kStages = num_stages(kCfg);
   constexpr int kMathWG = num_math_warpgroups(kCfg);
@@ -255,11 +244,10 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kStor
   constexpr int kScaleFloats = scale_stage_floats(kCfg);
   constexpr bool kTmaScales = scales_by_tma(kCfg);
   constexpr int kScaleWarp = 1;  // producer warp gathering scales with cp.async (warp 0 issues TMA)
-  constexpr uint32_t kPhaseBarrier = 1 + kMathWG;  // after the math warpgroups' epilogue barriers
   constexpr int kStageTxBytes = kABytes + kBBytes + (kTmaScales ? kBlockM * static_cast<int>(sizeof(float)) : 0);
   using Mma = WgmmaFp8<kBlockN>;
   constexpr int kAcc = Mma::kAccRegs;
-  constexpr int kTmpBufs = tmp_buffers(kCfg);
+
   static_assert(kBlockM % hopper::kWgmmaM == 0 && kBlockN % hopper::kWgmmaNAlign == 0 &&
                     kBlockN <= hopper::kTmaMaxBox && kBlockM <= hopper::kTmaMaxBox,
                 "tile shape outside what wgmma/TMA take");
@@ -267,7 +255,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kStor
                 "stage buffers must stay 1024-byte aligned for the 128B swizzle");
   static_assert(kBlockK % kPromoteK == 0 && kPromoteK % hopper::kWgmmaK == 0, "promotion interval");
   static_assert(kMaxScaleBlocks <= kMaxScaleBlocksPerTile, "B scale blocks per tile");
-  static_assert(kTmpBufs == 1 || kTmpBufs == 2, "one or two temporary accumulators");
+
 
   extern __shared__ uint8_t smem_raw[];
   // The 128B swizzle pattern is a function of address bits [4,10): tiles start 1024-aligned.
@@ -276,9 +264,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kStor
                               hopper::kSwizzleAtomBytes);
   constexpr int kStagingBytesPerWG = staging_bytes(kCfg) / kMathWG;
   static_assert(kStages >= kMinStages, "too few pipeline stages fit beside the epilogue staging");
-  static_assert(kBlockN % hopper::kStoreChunkCols16 == 0 && kStoreCols % hopper::kStoreChunkCols16 == 0 &&
-                    kStoreCols <= kBlockN,
-                "staging is written in 16-column chunks");
+  static_assert(kBlockN % hopper::kStoreChunkCols16 == 0, "staging is written in 16-column chunks");
   uint8_t* smem_a = smem;
   uint8_t* smem_b = smem_a + kStages * kABytes;
   uint8_t* smem_out = smem_b + kStages * kBBytes;  // 1024-aligned: every tile buffer is a 1 KB multiple
@@ -366,10 +352,9 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kStor
     const int frag_row0 = hopper::frag_row(tid, 0);
     const int frag_col0 = hopper::frag_col(tid, 0);
     float acc[kAcc];
-    float tmp[kTmpBufs][kAcc];
-    StepScales<kMaxScaleBlocks> scales[kTmpBufs];
+    float tmp[2][kAcc];
+    StepScales<kMaxScaleBlocks> scales[2];
     int iter = 0;  // K blocks consumed so far by this CTA (stage ring position)
-    bool first_step = true;
     for (int64_t u = blockIdx.x; u < p.units; u += gridDim.x) {
       const WorkUnit w = decode_unit(p, u);
       const int64_t row0 = w.m_blk * kBlockM + warpgroup * hopper::kWgmmaM + frag_row0;
@@ -418,47 +403,34 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kStor
         promote(acc, tmp[kBuf], scales[kBuf], one_scale_block, frag_col0, next_block_col);
       };
       using B0 = std::integral_constant<int, 0>;
-      using B1 = std::integral_constant<int, kTmpBufs - 1>;
+      using B1 = std::integral_constant<int, 1>;
       using Wait0 = std::integral_constant<int, 0>;
       using Wait1 = std::integral_constant<int, 1>;
 
 #pragma unroll
       for (int i = 0; i < kAcc; ++i) acc[i] = 0.f;
-      if constexpr (kTmpBufs == 2) {
-        // Ping-pong: issue t+1 into the other buffer before retiring t, so the tensor cores run step
-        // t+1 while step t is promoted. Every exit retires with wait<0> (a unit has >= 1 step), so no
-        // wgmma is in flight past the loop (ptxas serializes the wgmma otherwise).
-        issue(0, B0{});
-        for (int t = 0;; t += 2) {
-          if (t + 1 >= steps) {
-            retire(t, B0{}, Wait0{});
-            break;
-          }
-          issue(t + 1, B1{});
-          retire(t, B0{}, Wait1{});
-          if (t + 2 >= steps) {
-            retire(t + 1, B1{}, Wait0{});
-            break;
-          }
-          issue(t + 2, B0{});
-          retire(t + 1, B1{}, Wait1{});
-        }
-      } else {
-        // One temporary: wgmma, wait, promote. With two math warpgroups the second starts one step
-        // behind the first (once per CTA), so that one promotes while the other's wgmma runs;
-        // started together they would stay in phase and leave the tensor cores idle while both promote.
-        for (int t = 0; t < steps; ++t) {
-          if (kMathWG == 2 && warpgroup == 1 && first_step) ptx::named_barrier_sync(kPhaseBarrier, 2 * hopper::kWarpgroupThreads);
-          issue(t, B0{});
+      // Ping-pong: issue t+1 into the other buffer before retiring t. Every exit retires with wait<0>
+      // (a unit has >= 1 step), so no wgmma is in flight past the loop (ptxas serializes the wgmma
+      // otherwise).
+      issue(0, B0{});
+      for (int t = 0;; t += 2) {
+        if (t + 1 >= steps) {
           retire(t, B0{}, Wait0{});
-          if (kMathWG == 2 && warpgroup == 0 && first_step) ptx::named_barrier_arrive(kPhaseBarrier, 2 * hopper::kWarpgroupThreads);
-          first_step = false;
+          break;
         }
+        issue(t + 1, B1{});
+        retire(t, B0{}, Wait1{});
+        if (t + 2 >= steps) {
+          retire(t + 1, B1{}, Wait0{});
+          break;
+        }
+        issue(t + 2, B0{});
+        retire(t + 1, B1{}, Wait1{});
       }
       iter += w.kb_end - w.kb_begin;
 
       if (p.out_tma) {
-        store_tile_by_tma<kBlockN, kStoreCols>(acc, p, &tmap_out, smem_out + warpgroup * kStagingBytesPerWG,
+        store_tile_by_tma<kBlockN>(acc, p, &tmap_out, smem_out + warpgroup * kStagingBytesPerWG,
                                    1 + warpgroup, tid, w.m_blk * kBlockM + warpgroup * hopper::kWgmmaM, n0);
       } else {
         store_tile_direct(acc, p, w.split, row0, n0 + frag_col0);

@@ -18,18 +18,16 @@ namespace gemm::cuda {
 constexpr int kBlockK = 128;  // = kScaleBlockK = one 128-byte swizzle row of FP8
 
 struct TileConfig {
-  int block_m;     // 64 * number of math warpgroups
-  int block_n;     // % 16 == 0, <= 256 (a value not dividing 128 straddles B scale blocks)
-  int store_cols;  // output columns staged per epilogue pass (% 16 == 0): fewer leave room for stages
+  int block_m;  // 64 * number of math warpgroups
+  int block_n;  // wgmma N, % 16 == 0 (the epilogue's store chunk), <= 128 (see fp8_gemm_kernel.cuh)
 };
 
 // BLOCK_M 64: decode / small M (one math warpgroup). BLOCK_M 128: two math warpgroups sharing B.
-// Non-power-of-two widths cut waves: 112 tiles N=7168 into 64 blocks, 176 tiles 2112 into 12,
-// 192 tiles 24576 into 128. Widths above 128 also cut the L2->SM bytes per FLOP; they run as two
-// N halves (see n_parts). Every width is a multiple of 16 (the epilogue's store chunk).
+// Measured on the H200 (tune.py --sweep, benchmarks/results/cuda_notes.md): 128x128 is the fastest
+// tile on every M >= 1024 shape of the benchmark sets; 64x112, 64x192, 128x112 and 128x144..192
+// (one temporary accumulator, or two over N halves) never won and are not built.
 inline constexpr TileConfig kTileConfigs[] = {
-    {64, 64, 64},    {64, 96, 96},    {64, 128, 128},  {128, 128, 128},
-    {128, 160, 80},  {128, 176, 64},  {128, 192, 64},  {128, 192, 192},
+    {64, 64}, {64, 96}, {64, 128}, {128, 128},
 };
 inline constexpr int kNumTileConfigs = sizeof(kTileConfigs) / sizeof(kTileConfigs[0]);
 
@@ -69,13 +67,9 @@ GEMM_HOST_DEVICE constexpr int math_registers(const TileConfig& c) {
 GEMM_HOST_DEVICE constexpr int acc_registers(const TileConfig& c) {
   return hopper::kWgmmaM * c.block_n / hopper::kWarpgroupThreads;
 }
-// Two temporary accumulators (wgmma of the next step overlaps the promotion of this one) when
-// they fit beside the fp32 accumulator; otherwise one (wgmma and promotion alternate).
-GEMM_HOST_DEVICE constexpr int tmp_buffers(const TileConfig& c) {
-  return 3 * acc_registers(c) + kMathRegsBesideAcc <= math_registers(c) ? 2 : 1;
-}
+// The math warpgroups keep the fp32 accumulator and two temporaries (ping-pong) in registers.
 GEMM_HOST_DEVICE constexpr bool registers_fit(const TileConfig& c) {
-  return (1 + tmp_buffers(c)) * acc_registers(c) + kMathRegsBesideAcc <= math_registers(c);
+  return 3 * acc_registers(c) + kMathRegsBesideAcc <= math_registers(c);
 }
 // A tile never spans more than this many 128-wide B scale blocks.
 GEMM_HOST_DEVICE constexpr int max_scale_blocks(int block_n) {
@@ -97,11 +91,11 @@ GEMM_HOST_DEVICE constexpr int scale_stage_floats(const TileConfig& c) {
 // BLOCK_M A scales with TMA from a K-block-major copy instead. B scales (<= 3 floats) and the A
 // scales of one-warpgroup tiles are gathered by cp.async from any layout.
 GEMM_HOST_DEVICE constexpr bool scales_by_tma(const TileConfig& c) { return c.block_m > hopper::kWgmmaM; }
-// Epilogue staging: store_cols columns of the BLOCK_M-row tile of a 16-bit output at a time, written
-// by the math warpgroups and stored by TMA; the last pass drains while the next tile's K blocks run (fp32 outputs and split-K partials are
-// stored from registers instead). A multiple of 1024 bytes for every config (store_cols % 16 == 0).
+// Epilogue staging: the BLOCK_M x BLOCK_N tile of a 16-bit output, written by the math warpgroups and
+// stored by TMA while the next tile's K blocks already run (fp32 outputs and split-K partials are
+// stored from registers instead). A multiple of 1024 bytes for every config (BLOCK_N % 16 == 0).
 constexpr int kStagedOutBytes = 2;
-GEMM_HOST_DEVICE constexpr int staging_bytes(const TileConfig& c) { return c.block_m * c.store_cols * kStagedOutBytes; }
+GEMM_HOST_DEVICE constexpr int staging_bytes(const TileConfig& c) { return c.block_m * c.block_n * kStagedOutBytes; }
 GEMM_HOST_DEVICE constexpr int ring_stage_bytes(const TileConfig& c) {
   return stage_bytes(c) + scale_stage_floats(c) * static_cast<int>(sizeof(float)) + kBarrierBytesPerStage;
 }
@@ -120,17 +114,21 @@ constexpr int kGroupM = 8;
 constexpr int kMaxSplits = 16;
 constexpr int kMinKBlocksPerSplit = 2;
 
-// H200 per-SM model constants: FP8 dense ~1979 TFLOP/s over 132 SMs at ~80 % achievable; HBM
-// ~4.3 TB/s copy; kSmBytesPerUs is the rate at which a CTA was measured to consume its
-// (BM+BN)*128 bytes per K block (46-53 GB/s per SM, cuda_notes.md). That limit turned out to be
-// the cp.async scale path, not L2; two-warpgroup tiles now load A scales by TMA and run ~30 %
-// faster (67 GB/s per SM at 4096x7168x16384), so the model is conservative for them. It still
-// picks 128-row tiles for every M >= 1024 shape of the benchmark sets.
-constexpr double kSmFlopsPerUs = 12.0e6;
-constexpr double kSmBytesPerUs = 50.0e3;
-constexpr double kDramBytesPerUs = 2.7e6;  // B streaming measured at M=64: 2.4-2.7 TB/s
-constexpr double kUnitOverheadUs = 0.3;    // pipeline drain + epilogue issue per work unit
-constexpr double kReduceLaunchUs = 2.0;    // extra kernel for the fixed-order split-K reduction
+// H200 per-SM model constants, fitted to the tune.py --sweep runs of this kernel (every config and
+// split count on the DeepSeek-V3 + challenge shapes, three runs; benchmarks/results/cuda_notes.md):
+// with them the chosen plans run within 2 % (geomean) of the fastest measured one. Tensor rate per
+// SM while the clock sits at ~1.5 GHz under load: 8e6 FLOP/us for 128-row tiles (1056 TFLOP/s over
+// 132 SMs), 6e6 for one-warpgroup tiles; kSmBytesPerUs bounds the rate a CTA takes in its
+// (BM+BN)*128 bytes per K block; kDramBytesPerUs the whole-GPU streaming rate of decode shapes.
+GEMM_HOST_DEVICE constexpr double sm_flops_per_us(const TileConfig& c) {
+  return num_math_warpgroups(c) == 1 ? 6.0e6 : 8.0e6;
+}
+GEMM_HOST_DEVICE constexpr double unit_overhead_us(const TileConfig& c) {  // drain + epilogue per unit
+  return num_math_warpgroups(c) == 1 ? 0.2 : 0.3;
+}
+constexpr double kSmBytesPerUs = 70.0e3;
+constexpr double kDramBytesPerUs = 3.0e6;
+constexpr double kReduceLaunchUs = 1.0;  // extra kernel for the fixed-order split-K reduction
 
 struct Plan {
   int config = 0;        // index into kTileConfigs
@@ -158,13 +156,13 @@ inline Plan make_plan(int config, int splits, int64_t m, int64_t n, int64_t k, i
   p.grid = static_cast<int>(std::min<int64_t>(p.units, num_sms));
   const double waves = static_cast<double>(cdiv(p.units, num_sms));
   const double kb = p.kblocks_per_split;
-  const double compute = waves * kb * 2.0 * c.block_m * c.block_n * kBlockK / kSmFlopsPerUs *
+  const double compute = waves * kb * 2.0 * c.block_m * c.block_n * kBlockK / sm_flops_per_us(c) *
                          (1.0 + 16.0 / c.block_n);  // narrow wgmma re-reads A more per FLOP
   const double stream = waves * kb * stage_bytes(c) / kSmBytesPerUs;
   const double unique = static_cast<double>(m * k + n * k + m * n * out_bytes);
   const double partials = p.splits > 1 ? 2.0 * p.splits * m * n * 4 : 0.0;
   const double dram = (unique + partials) / kDramBytesPerUs;
-  p.cost_us = std::max({compute, stream, dram}) + waves * kUnitOverheadUs +
+  p.cost_us = std::max({compute, stream, dram}) + waves * unit_overhead_us(c) +
               (p.splits > 1 ? kReduceLaunchUs : 0.0);
   return p;
 }

@@ -215,7 +215,7 @@ using ConfigLauncher = cudaError_t (*)(const TensorMaps&, const KernelParams&, i
 template <int I>
 cudaError_t launch_config(const TensorMaps& maps, const KernelParams& p, int grid, cudaStream_t stream) {
   constexpr TileConfig c = kTileConfigs[I];
-  auto* kernel = &cuda::fp8_gemm_kernel<c.block_m, c.block_n, c.store_cols>;
+  auto* kernel = &cuda::fp8_gemm_kernel<c.block_m, c.block_n>;
   constexpr int smem = cuda::smem_bytes(c);
   // Set on every launch: cheap, and free of first-call races across threads and devices.
   const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);

@@ -76,12 +76,9 @@ __device__ __forceinline__ void fence_proxy_async_smem() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
-// ---- named barriers (id 0 is __syncthreads) ----
+// ---- named barriers: one per math warpgroup (id 0 is __syncthreads) ----
 __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
-__device__ __forceinline__ void named_barrier_arrive(uint32_t id, uint32_t threads) {
-  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 __device__ __forceinline__ void st_shared_b32(uint32_t addr, uint32_t value) {
   asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(value) : "memory");

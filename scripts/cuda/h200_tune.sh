@@ -13,8 +13,8 @@ set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
 OUT_DIR="${OUT:-/tmp/h200_tune}"
-LOG="$OUT_DIR/logs"
-mkdir -p "$LOG"
+LOG="$(mktemp -d)"  # logs reach $OUT as one tarball (the device tool brings back at most 8 files)
+mkdir -p "$OUT_DIR"
 export PYTHONUNBUFFERED=1 LOCAL_KERNELS="kernels-community/gemm=$ROOT"
 if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \

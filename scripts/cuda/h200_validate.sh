@@ -10,8 +10,7 @@
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
-LOG="${OUT:-/tmp}/validate"
-mkdir -p "$LOG"
+LOG="$(mktemp -d)"  # only the tarball goes to $OUT (the device tool brings back at most 8 files)
 export PYTHONUNBUFFERED=1 LOCAL_KERNELS="kernels-community/gemm=$ROOT"
 if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
