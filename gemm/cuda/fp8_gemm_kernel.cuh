@@ -292,7 +292,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
 
   if (warpgroup == kMathWG) {
     // ---------------- producer ----------------
-    ptx::setmaxnreg_dec<producer_registers(kCfg)>();
+    ptx::setmaxnreg_dec<kProducerRegs>();
     const int warp = tid / hopper::kWarpSize;
     if (warp == 0 && lane == 0) {
       int iter = 0;

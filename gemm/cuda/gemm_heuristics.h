@@ -41,24 +41,21 @@ constexpr int kSmemAlignSlack = hopper::kSwizzleAtomBytes;  // dynamic smem roun
 constexpr int kBarrierBytesPerStage = 2 * 8;                // full + empty mbarrier
 
 // Register budgets after setmaxnreg (multiples of 8; 128 * (producer + math WGs * math) <= 64K).
-// The producer of one-warpgroup tiles also gathers A scales with cp.async and needs more registers.
-constexpr int kProducerRegs1WG = 56;
-constexpr int kProducerRegs2WG = 40;
+// A 40/232 split for two-warpgroup tiles (room for more accumulators) ran 8-10 % slower than 56/224
+// on every large shape measured (H200, cuda_notes.md).
+constexpr int kProducerRegs = 56;
 constexpr int kMathRegs1WG = 240;
-constexpr int kMathRegs2WG = 232;
+constexpr int kMathRegs2WG = 224;
 constexpr int kRegisterFile = 64 * 1024;
 // setmaxnreg.inc blocks until the registers exist: an over-budget split would hang the math warps.
-static_assert(hopper::kWarpgroupThreads * (kProducerRegs1WG + kMathRegs1WG) <= kRegisterFile &&
-                  hopper::kWarpgroupThreads * (kProducerRegs2WG + 2 * kMathRegs2WG) <= kRegisterFile,
+static_assert(hopper::kWarpgroupThreads * (kProducerRegs + kMathRegs1WG) <= kRegisterFile &&
+                  hopper::kWarpgroupThreads * (kProducerRegs + 2 * kMathRegs2WG) <= kRegisterFile,
               "register budgets exceed the register file");
 constexpr int kMathRegsBesideAcc = 32;  // addresses, scales, loop state next to the accumulators
 
 GEMM_HOST_DEVICE constexpr int num_math_warpgroups(const TileConfig& c) { return c.block_m / hopper::kWgmmaM; }
 GEMM_HOST_DEVICE constexpr int num_threads(const TileConfig& c) {
   return (num_math_warpgroups(c) + 1) * hopper::kWarpgroupThreads;  // + one producer warpgroup
-}
-GEMM_HOST_DEVICE constexpr int producer_registers(const TileConfig& c) {
-  return num_math_warpgroups(c) == 1 ? kProducerRegs1WG : kProducerRegs2WG;
 }
 GEMM_HOST_DEVICE constexpr int math_registers(const TileConfig& c) {
   return num_math_warpgroups(c) == 1 ? kMathRegs1WG : kMathRegs2WG;
@@ -117,11 +114,11 @@ constexpr int kMinKBlocksPerSplit = 2;
 // H200 per-SM model constants, fitted to the tune.py --sweep runs of this kernel (every config and
 // split count on the DeepSeek-V3 + challenge shapes, three runs; benchmarks/results/cuda_notes.md):
 // with them the chosen plans run within 2 % (geomean) of the fastest measured one. Tensor rate per
-// SM while the clock sits at ~1.5 GHz under load: 8e6 FLOP/us for 128-row tiles (1056 TFLOP/s over
+// SM while the clock sits at ~1.5 GHz under load: 8.5e6 FLOP/us for 128-row tiles (1120 TFLOP/s over
 // 132 SMs), 6e6 for one-warpgroup tiles; kSmBytesPerUs bounds the rate a CTA takes in its
 // (BM+BN)*128 bytes per K block; kDramBytesPerUs the whole-GPU streaming rate of decode shapes.
 GEMM_HOST_DEVICE constexpr double sm_flops_per_us(const TileConfig& c) {
-  return num_math_warpgroups(c) == 1 ? 6.0e6 : 8.0e6;
+  return num_math_warpgroups(c) == 1 ? 6.0e6 : 8.5e6;
 }
 GEMM_HOST_DEVICE constexpr double unit_overhead_us(const TileConfig& c) {  // drain + epilogue per unit
   return num_math_warpgroups(c) == 1 ? 0.2 : 0.3;
