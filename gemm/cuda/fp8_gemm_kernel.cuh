@@ -247,7 +247,6 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
   constexpr int kStageTxBytes = kABytes + kBBytes + (kTmaScales ? kBlockM * static_cast<int>(sizeof(float)) : 0);
   using Mma = WgmmaFp8<kBlockN>;
   constexpr int kAcc = Mma::kAccRegs;
-
   static_assert(kBlockM % hopper::kWgmmaM == 0 && kBlockN % hopper::kWgmmaNAlign == 0 &&
                     kBlockN <= hopper::kTmaMaxBox && kBlockM <= hopper::kTmaMaxBox,
                 "tile shape outside what wgmma/TMA take");
@@ -255,7 +254,6 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
                 "stage buffers must stay 1024-byte aligned for the 128B swizzle");
   static_assert(kBlockK % kPromoteK == 0 && kPromoteK % hopper::kWgmmaK == 0, "promotion interval");
   static_assert(kMaxScaleBlocks <= kMaxScaleBlocksPerTile, "B scale blocks per tile");
-
 
   extern __shared__ uint8_t smem_raw[];
   // The 128B swizzle pattern is a function of address bits [4,10): tiles start 1024-aligned.
