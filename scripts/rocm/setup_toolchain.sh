@@ -29,11 +29,14 @@ for tool in clang++-$LLVM_VERSION ld.lld-$LLVM_VERSION clang-offload-bundler-$LL
 done
 # clang-offload-bundler is installed unversioned under the LLVM prefix
 if [ -x /usr/lib/llvm-$LLVM_VERSION/bin/clang-offload-bundler ]; then :; else need_compilers=1; fi
+# The ThreadSanitizer runtime of tests/rocm/test_races.py (libclang-rt, only a Recommends of clang).
+ls /usr/lib/llvm-$LLVM_VERSION/lib/clang/*/lib/*/libclang_rt.tsan.a >/dev/null 2>&1 || need_compilers=1
 if [ "$need_compilers" = 1 ]; then
-  log "installing clang-$LLVM_VERSION lld-$LLVM_VERSION clang-tools-$LLVM_VERSION llvm-$LLVM_VERSION"
+  log "installing clang-$LLVM_VERSION lld-$LLVM_VERSION clang-tools-$LLVM_VERSION llvm-$LLVM_VERSION libclang-rt-$LLVM_VERSION-dev"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
-    clang-$LLVM_VERSION lld-$LLVM_VERSION clang-tools-$LLVM_VERSION llvm-$LLVM_VERSION >/dev/null
+    clang-$LLVM_VERSION lld-$LLVM_VERSION clang-tools-$LLVM_VERSION llvm-$LLVM_VERSION \
+    libclang-rt-$LLVM_VERSION-dev >/dev/null
 fi
 
 # ---- 2. HIP headers + gfx942 bitcode ------------------------------------------------------------
