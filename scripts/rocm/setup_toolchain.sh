@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up what compiling the HIP sources for gfx942 needs on a machine with no ROCm install
 # (see /work/shared/reference/rocm-toolchain.md for why each piece is the one it is):
-#   * clang-19 / lld-19 / clang-tools-19 / llvm-19 from the machine's own Debian suite (apt);
+#   * clang-19 / lld-19 / clang-tools-19 / llvm-19 / libclang-rt-19-dev (TSan) from the machine's own Debian suite (apt);
 #   * HIP headers from sid's libamdhip64-dev and gfx942 device bitcode from trixie's
 #     rocm-device-libs-17, downloaded (never installed) through a private apt state and unpacked into
 #     <repo>/.toolchain/rocm/{include, amdgcn/bitcode, share/hip/version} (gitignored).
