@@ -51,6 +51,7 @@ struct KernelParams {
   OutFormat out_format = OutFormat::kBF16;
   bool out_pairs = false;   // base and row stride allow 2-element vector stores
   bool out_tma = false;     // 16-bit output stored through the staging tile by TMA (tmap_out is valid)
+  bool a_scale_k_major = false;  // tmap_a_scale boxes kAScaleBoxKBlocks K blocks of the [M, K/128] array
 };
 
 struct WorkUnit {
@@ -244,7 +245,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
   constexpr int kScaleFloats = scale_stage_floats(kCfg);
   constexpr bool kTmaScales = scales_by_tma(kCfg);
   constexpr int kScaleWarp = 1;  // producer warp gathering scales with cp.async (warp 0 issues TMA)
-  constexpr int kStageTxBytes = kABytes + kBBytes + (kTmaScales ? kBlockM * static_cast<int>(sizeof(float)) : 0);
+  constexpr int kAScaleFloats = a_scale_stage_floats(kCfg);  // B scales follow the A scales in a stage
   using Mma = WgmmaFp8<kBlockN>;
   constexpr int kAcc = Mma::kAccRegs;
   static_assert(kBlockM % hopper::kWgmmaM == 0 && kBlockN % hopper::kWgmmaNAlign == 0 &&
@@ -293,6 +294,8 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
     ptx::setmaxnreg_dec<kProducerRegs>();
     const int warp = tid / hopper::kWarpSize;
     if (warp == 0 && lane == 0) {
+      const int a_scale_bytes = (p.a_scale_k_major ? kAScaleFloats : kBlockM) * static_cast<int>(sizeof(float));
+      const uint32_t stage_tx_bytes = kABytes + kBBytes + (kTmaScales ? a_scale_bytes : 0);
       int iter = 0;
       for (int64_t u = blockIdx.x; u < p.units; u += gridDim.x) {
         const WorkUnit w = decode_unit(p, u);
@@ -302,12 +305,18 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
           const int s = iter % kStages;
           const uint32_t phase = (iter / kStages) & 1;
           ptx::mbar_wait(&empty_bar[s], phase ^ 1);  // fresh barriers pass parity 1 at once
-          ptx::mbar_arrive_expect_tx(&full_bar[s], kStageTxBytes);
+          ptx::mbar_arrive_expect_tx(&full_bar[s], stage_tx_bytes);
           ptx::tma_load_2d(smem_a + s * kABytes, &tmap_a, &full_bar[s], kb * kBlockK, a_row);
           ptx::tma_load_2d(smem_b + s * kBBytes, &tmap_b, &full_bar[s], kb * kBlockK, b_row);
           if constexpr (kTmaScales) {
-            // The tile's rows of K block kb in the [K/128, M] A-scale array (rows past M read 0).
-            ptx::tma_load_2d(smem_scales + s * kScaleFloats, &tmap_a_scale, &full_bar[s], a_row, kb);
+            // The tile's rows of K block kb (rows past M read 0): a row of the [K/128, M] array, or the
+            // aligned 4-K-block box of the [M, K/128] array that holds kb.
+            float* dst = smem_scales + s * kScaleFloats;
+            if (p.a_scale_k_major) {
+              ptx::tma_load_2d(dst, &tmap_a_scale, &full_bar[s], kb & ~(kAScaleBoxKBlocks - 1), a_row);
+            } else {
+              ptx::tma_load_2d(dst, &tmap_a_scale, &full_bar[s], a_row, kb);
+            }
           }
         }
       }
@@ -334,7 +343,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
                             ok ? sizeof(float) : 0);
           }
           if (b_lane) {
-            ptx::cp_async_4(dst + kBlockM + lane,
+            ptx::cp_async_4(dst + kAScaleFloats + lane,
                             b_ok ? p.b_scale + nb * p.b_scale_stride_n + kb * p.b_scale_stride_k
                                  : p.b_scale,
                             b_ok ? sizeof(float) : 0);
@@ -372,10 +381,17 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
         if (sub == 0) ptx::mbar_wait(&full_bar[s], (kb / kStages) & 1);
         // Scales of this K block (TMA / the scale warp put them in the stage); read now, used after the MMAs.
         const float* stage_scales = smem_scales + s * kScaleFloats;
-        scales[kBuf].a0 = stage_scales[warpgroup * hopper::kWgmmaM + frag_row0];
-        scales[kBuf].a1 = stage_scales[warpgroup * hopper::kWgmmaM + frag_row0 + hopper::kFragRowHalf];
+        const int a_row = warpgroup * hopper::kWgmmaM + frag_row0;
+        if (p.a_scale_k_major) {  // row r of the box holds K blocks (kb & ~3) .. (kb | 3)
+          const int col = (w.kb_begin + t / kStepsPerBlock) % kAScaleBoxKBlocks;
+          scales[kBuf].a0 = stage_scales[a_row * kAScaleBoxKBlocks + col];
+          scales[kBuf].a1 = stage_scales[(a_row + hopper::kFragRowHalf) * kAScaleBoxKBlocks + col];
+        } else {
+          scales[kBuf].a0 = stage_scales[a_row];
+          scales[kBuf].a1 = stage_scales[a_row + hopper::kFragRowHalf];
+        }
 #pragma unroll
-        for (int j = 0; j < kMaxScaleBlocks; ++j) scales[kBuf].b[j] = stage_scales[kBlockM + j];
+        for (int j = 0; j < kMaxScaleBlocks; ++j) scales[kBuf].b[j] = stage_scales[kAScaleFloats + j];
         const uint64_t desc_a = hopper::make_smem_desc_k_major_sw128(
             ptx::smem_addr(smem_a + s * kABytes + warpgroup * hopper::kWgmmaM * kBlockK)) +
                                 sub * kWgmmasPerStep * hopper::kDescKStep;

@@ -74,20 +74,29 @@ GEMM_HOST_DEVICE constexpr int max_scale_blocks(int block_n) {
 }
 
 GEMM_HOST_DEVICE constexpr int stage_bytes(const TileConfig& c) { return (c.block_m + c.block_n) * kBlockK; }
-// Per stage, the scales the math warpgroups need for that K block: BLOCK_M A scales and up to
+// Where a stage's A scales come from. Two-warpgroup tiles consume K blocks fast enough that the
+// cp.async path (a producer warp gathering 4-byte scales) held them to 887 TFLOP/s at
+// 4096x7168x16384 against 1104 with no scale traffic at all (H200, cuda_notes.md): they load their
+// A scales with TMA, in place from the caller's array when TMA can address it (see kAScaleBoxKBlocks),
+// else from a K-block-major copy. B scales (<= 3 floats) and the A scales of one-warpgroup tiles are
+// gathered by cp.async from any layout.
+GEMM_HOST_DEVICE constexpr bool scales_by_tma(const TileConfig& c) { return c.block_m > hopper::kWgmmaM; }
+// TMA reads A scales from an M-major [K/128, M] array as one K block's BLOCK_M floats, and from the
+// usual row-major [M, K/128] array as a box of kAScaleBoxKBlocks K blocks x BLOCK_M rows: 16 bytes,
+// TMA's smallest inner box, at a K-block coordinate rounded down to a multiple of 4 (16-byte aligned);
+// the stage uses one column of it.
+constexpr int kAScaleBoxKBlocks = 4;
+GEMM_HOST_DEVICE constexpr int a_scale_stage_floats(const TileConfig& c) {
+  return scales_by_tma(c) ? c.block_m * kAScaleBoxKBlocks : c.block_m;
+}
+// Per stage, the scales the math warpgroups need for that K block: the A scales above and up to
 // kMaxScaleBlocksPerTile B scales (a BLOCK_N not dividing 128 can straddle up to 3 scale blocks).
 constexpr int kMaxScaleBlocksPerTile = 4;  // 3 used, padded to 16 bytes
 constexpr int kTmaSmemAlign = 128;         // TMA destinations in shared memory
 GEMM_HOST_DEVICE constexpr int scale_stage_floats(const TileConfig& c) {
   constexpr int kAlignFloats = kTmaSmemAlign / static_cast<int>(sizeof(float));
-  return (c.block_m + kMaxScaleBlocksPerTile + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
+  return (a_scale_stage_floats(c) + kMaxScaleBlocksPerTile + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
 }
-// Where a stage's A scales come from. Two-warpgroup tiles consume K blocks fast enough that the
-// cp.async path (a producer warp gathering 4-byte scales) held them to 887 TFLOP/s at
-// 4096x7168x16384 against 1104 with no scale traffic at all (H200, cuda_notes.md): they load the
-// BLOCK_M A scales with TMA from a K-block-major copy instead. B scales (<= 3 floats) and the A
-// scales of one-warpgroup tiles are gathered by cp.async from any layout.
-GEMM_HOST_DEVICE constexpr bool scales_by_tma(const TileConfig& c) { return c.block_m > hopper::kWgmmaM; }
 // Epilogue staging: the BLOCK_M x BLOCK_N tile of a 16-bit output, written by the math warpgroups and
 // stored by TMA while the next tile's K blocks already run (fp32 outputs and split-K partials are
 // stored from registers instead). A multiple of 1024 bytes for every config (BLOCK_N % 16 == 0).

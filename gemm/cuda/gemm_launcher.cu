@@ -143,19 +143,29 @@ std::string encode_operand(const char* name, const Operand& op, int64_t rows, in
                    CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, map);
 }
 
-// ---- scales as TMA reads them: row kb of a [K/128, rows] fp32 array, rows contiguous ----
+// ---- A scales as TMA reads them: rows of a [K/128, rows] (M-major) array, or 4-K-block boxes of the
+// caller's row-major [rows, K/128] array (cuda::kAScaleBoxKBlocks) ----
 struct ScaleOperand {
   const float* ptr = nullptr;
-  int64_t ld = 0;  // floats between K blocks
+  int64_t ld = 0;        // floats between K blocks (M-major) or between rows (K-major)
+  bool k_major = false;
 };
 
 constexpr int64_t kAlignFloats = cuda::hopper::kTmaAlignBytes / static_cast<int64_t>(sizeof(float));
 
-bool scales_tma_readable(const float* ptr, int64_t rows, int64_t kblocks, int64_t stride_row,
-                         int64_t stride_k) {
+bool scales_m_major_readable(const float* ptr, int64_t rows, int64_t kblocks, int64_t stride_row,
+                             int64_t stride_k) {
   if (reinterpret_cast<uintptr_t>(ptr) % cuda::hopper::kTmaAlignBytes != 0) return false;
   if (rows > 1 && stride_row != 1) return false;
   return kblocks == 1 || (stride_k >= rows && stride_k % kAlignFloats == 0);
+}
+
+// A box is kAScaleBoxKBlocks wide, so K must have at least that many blocks.
+bool scales_k_major_readable(const float* ptr, int64_t rows, int64_t kblocks, int64_t stride_row,
+                             int64_t stride_k) {
+  if (reinterpret_cast<uintptr_t>(ptr) % cuda::hopper::kTmaAlignBytes != 0) return false;
+  if (kblocks < cuda::kAScaleBoxKBlocks || stride_k != 1) return false;
+  return rows == 1 || (stride_row >= kblocks && stride_row % kAlignFloats == 0);
 }
 
 // Uses the scales in place when TMA can read them, else queues a K-block-major copy in `copy`.
@@ -163,9 +173,15 @@ std::string prepare_scales(const char* name, const float* ptr, int64_t rows, int
                            int64_t stride_row, int64_t stride_k, const Workspace& ws,
                            cuda::ScaleCopy& copy, ScaleOperand& op) {
   const int64_t padded = cuda::cdiv(rows, kAlignFloats) * kAlignFloats;
-  if (scales_tma_readable(ptr, rows, kblocks, stride_row, stride_k)) {
+  if (scales_m_major_readable(ptr, rows, kblocks, stride_row, stride_k)) {
     op.ptr = ptr;
     op.ld = kblocks == 1 ? padded : stride_k;
+    return {};
+  }
+  if (scales_k_major_readable(ptr, rows, kblocks, stride_row, stride_k)) {
+    op.ptr = ptr;
+    op.ld = rows == 1 ? cuda::cdiv(kblocks, kAlignFloats) * kAlignFloats : stride_row;
+    op.k_major = true;
     return {};
   }
   const size_t bytes = static_cast<size_t>(kblocks) * static_cast<size_t>(padded) * sizeof(float);
@@ -182,9 +198,14 @@ std::string prepare_scales(const char* name, const float* ptr, int64_t rows, int
 
 std::string encode_scales(const char* name, const ScaleOperand& op, int64_t rows, int64_t kblocks,
                           int box_rows, CUtensorMap& map) {
-  return encode_2d(name, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, op.ptr, rows, kblocks,
-                   op.ld * static_cast<int64_t>(sizeof(float)), box_rows, 1, CU_TENSOR_MAP_SWIZZLE_NONE,
-                   CU_TENSOR_MAP_L2_PROMOTION_NONE, map);
+  const int64_t row_bytes = op.ld * static_cast<int64_t>(sizeof(float));
+  if (op.k_major) {
+    return encode_2d(name, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, op.ptr, kblocks, rows, row_bytes,
+                     cuda::kAScaleBoxKBlocks, box_rows, CU_TENSOR_MAP_SWIZZLE_NONE,
+                     CU_TENSOR_MAP_L2_PROMOTION_NONE, map);
+  }
+  return encode_2d(name, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, op.ptr, rows, kblocks, row_bytes, box_rows, 1,
+                   CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE, map);
 }
 
 // ---- 16-bit output as the TMA-store epilogue writes it: 64-row x 16-column boxes, 32B-swizzled ----
@@ -262,9 +283,9 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
   if (err = encode_operand("a", a, m, k, cfg.block_m, maps.a); !err.empty()) return err;
   if (err = encode_operand("b", b, n, k, cfg.block_n, maps.b); !err.empty()) return err;
   const int64_t kblocks = cuda::cdiv(k, cuda::kBlockK);
+  ScaleOperand sa;
   if (cuda::scales_by_tma(cfg)) {
     cuda::ScaleCopy copy{};
-    ScaleOperand sa;
     if (err = prepare_scales("a_scale", args.a_scale, m, kblocks, args.a_scale_stride_m,
                              args.a_scale_stride_k, workspace, copy, sa);
         !err.empty()) return err;
@@ -293,6 +314,7 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
   p.b_scale = args.b_scale;
   p.b_scale_stride_n = args.b_scale_stride_n;
   p.b_scale_stride_k = args.b_scale_stride_k;
+  p.a_scale_k_major = sa.k_major;
 
   float* partial = nullptr;
   if (plan.splits > 1) {

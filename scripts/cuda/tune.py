@@ -171,6 +171,21 @@ def check(be: Backend) -> list[str]:
             out = be.gemm(a, b, a_s, b_s, out=buf[:, :n])
             ok, rel = close(out, ref)
             report(f"out {dt} row stride n+{pad}", ok and bool(buf[:, n:].isnan().all()), rel)
+    # A scales read in place (row stride a multiple of 4 floats, padded rows) or copied (odd stride,
+    # misaligned base), on every 128-row config; kb = 12 with 3 splits starts splits mid-box.
+    mm, kk = 200, 1536
+    a, b, a_s, b_s = make(mm, n, kk)
+    ref = reference(a, b, a_s, b_s)
+    for pad in (4, 1):
+        buf = torch.randn(mm + 1, kk // SCALE_BLOCK + pad, device="cuda")
+        for name, view in ((f"row stride kb+{pad}", buf[:mm, :kk // SCALE_BLOCK]),
+                           (f"row stride kb+{pad}, misaligned", buf[1:, :kk // SCALE_BLOCK])):
+            view.copy_(a_s)
+            for cfg, (bm, _) in enumerate(be.configs):
+                if bm == 128:
+                    for splits in (1, 3):
+                        report(f"config {be.configs[cfg]} splits {splits} a_scale {name}",
+                               *close(be.gemm(a, b, view, b_s, config=cfg, splits=splits), ref))
     for cfg in range(len(be.configs)):
         x = make(1, 200, 256)
         report(f"config {be.configs[cfg]} m=1", *close(be.gemm(*x, config=cfg), reference(*x)))

@@ -41,10 +41,13 @@ def test_layouts(kernel, layout):
     run_and_check(kernel, 256, 576, 1536, layout=layout)
 
 
-@pytest.mark.parametrize("scale_layout", ["k_major", "m_major", "m_major_padded", "misaligned_view"])
+@pytest.mark.parametrize(
+    "scale_layout", ["k_major", "k_major_padded", "m_major", "m_major_padded", "misaligned_view"]
+)
 @pytest.mark.parametrize("k", [TMA_SCALE_SHAPE[2], 1152])  # K/128 = 56 and 9 (not a multiple of 4)
 def test_a_scale_layouts_on_128_row_tiles(kernel, scale_layout, k):
-    """128-row tiles read A scales with TMA: in place when M-major and 16-byte aligned, else from a copy."""
+    """128-row tiles read A scales with TMA: in place when their rows (K-major) or columns (M-major) are
+    16-byte aligned, else from a copy."""
     m, n, _ = TMA_SCALE_SHAPE
     a, b, a_s, b_s = make_inputs(m, n, k, "cuda", FP8)
     kb = a_s.shape[1]
@@ -54,6 +57,10 @@ def test_a_scale_layouts_on_128_row_tiles(kernel, scale_layout, k):
         buf = torch.full((kb, m + 3), float("nan"), device="cuda")
         buf[:, :m] = a_s.t()
         a_s_v = buf[:, :m].t()
+    elif scale_layout == "k_major_padded":  # row stride kb + 4: in place (a multiple of 4 floats)
+        buf = torch.full((m, kb + 4), float("nan"), device="cuda")
+        buf[:, :kb] = a_s
+        a_s_v = buf[:, :kb]
     elif scale_layout == "misaligned_view":
         buf = torch.empty(m + 1, kb, device="cuda")
         buf[1:] = a_s
