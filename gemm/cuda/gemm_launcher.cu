@@ -168,9 +168,10 @@ bool scales_k_major_readable(const float* ptr, int64_t rows, int64_t kblocks, in
   return rows == 1 || (stride_row >= kblocks && stride_row % kAlignFloats == 0);
 }
 
-// Uses the scales in place when TMA can read them, else queues a K-block-major copy in `copy`.
+// Uses the scales in place when TMA can read them (K-major ones only if `k_major_in_place`), else
+// queues a K-block-major copy in `copy`.
 std::string prepare_scales(const char* name, const float* ptr, int64_t rows, int64_t kblocks,
-                           int64_t stride_row, int64_t stride_k, const Workspace& ws,
+                           int64_t stride_row, int64_t stride_k, bool k_major_in_place, const Workspace& ws,
                            cuda::ScaleCopy& copy, ScaleOperand& op) {
   const int64_t padded = cuda::cdiv(rows, kAlignFloats) * kAlignFloats;
   if (scales_m_major_readable(ptr, rows, kblocks, stride_row, stride_k)) {
@@ -178,7 +179,7 @@ std::string prepare_scales(const char* name, const float* ptr, int64_t rows, int
     op.ld = kblocks == 1 ? padded : stride_k;
     return {};
   }
-  if (scales_k_major_readable(ptr, rows, kblocks, stride_row, stride_k)) {
+  if (k_major_in_place && scales_k_major_readable(ptr, rows, kblocks, stride_row, stride_k)) {
     op.ptr = ptr;
     op.ld = rows == 1 ? cuda::cdiv(kblocks, kAlignFloats) * kAlignFloats : stride_row;
     op.k_major = true;
@@ -286,8 +287,9 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
   ScaleOperand sa;
   if (cuda::scales_by_tma(cfg)) {
     cuda::ScaleCopy copy{};
+    const bool k_major_in_place = cuda::cdiv(plan.units, plan.grid) <= cuda::kMaxWavesForInPlaceKMajorScales;
     if (err = prepare_scales("a_scale", args.a_scale, m, kblocks, args.a_scale_stride_m,
-                             args.a_scale_stride_k, workspace, copy, sa);
+                             args.a_scale_stride_k, k_major_in_place, workspace, copy, sa);
         !err.empty()) return err;
     if (copy.dst != nullptr) {
       const int64_t blocks = std::min<int64_t>(cuda::cdiv(m * kblocks, cuda::kScaleCopyThreads),
