@@ -89,7 +89,8 @@ constexpr int kAScaleBoxKBlocks = 4;
 // Such a box is BLOCK_M rows of 16 bytes: as many TMA row requests as the A tile itself, every stage.
 // That beats the copy kernel's extra launch only on small grids (H200, one run of each: 1024-row
 // shapes 3-14 % faster, 4096x32768x512 31 % and 4096x7168x16384 11 % slower), so K-major A scales
-// are read in place only by plans of at most this many waves of work units.
+// are read in place only by plans of at most this many waves of work units, and of more than one M
+// block (with one, every CTA reads the same box: 128x32768x512 16.4 -> 22.6 µs).
 constexpr int64_t kMaxWavesForInPlaceKMajorScales = 2;
 GEMM_HOST_DEVICE constexpr int a_scale_stage_floats(const TileConfig& c) {
   return scales_by_tma(c) ? c.block_m * kAScaleBoxKBlocks : c.block_m;
