@@ -189,6 +189,20 @@ __device__ __forceinline__ void store_tile_direct(const float (&acc)[kAcc], cons
   }
 }
 
+// A position in the kStages-deep stage ring: the stage and the parity of the mbarrier phase it is in.
+// Advanced once per K block (no division by a stage count that is rarely a power of two).
+template <int kStages>
+struct RingPos {
+  int stage = 0;
+  uint32_t phase = 0;
+  __device__ __forceinline__ void advance() {
+    if (++stage == kStages) {
+      stage = 0;
+      phase ^= 1;
+    }
+  }
+};
+
 // The scales one promotion multiplies by: this thread's two A rows and up to 3 B scale blocks.
 template <int kMaxScaleBlocks>
 struct StepScales {
@@ -271,7 +285,9 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
   uint64_t* full_bar = reinterpret_cast<uint64_t*>(smem_scales + kStages * kScaleFloats);
   uint64_t* empty_bar = full_bar + kStages;
 
-  const int warpgroup = threadIdx.x / hopper::kWarpgroupThreads;
+  // Broadcast from lane 0 so that ptxas sees a warp-uniform value: the shared-memory descriptors built
+  // from it then live in uniform registers instead of being rebuilt per wgmma in vector registers.
+  const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / hopper::kWarpgroupThreads), 0);
   const int tid = threadIdx.x % hopper::kWarpgroupThreads;
   const int lane = tid % hopper::kWarpSize;
 
@@ -296,15 +312,14 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
     if (warp == 0 && lane == 0) {
       const int a_scale_bytes = (p.a_scale_k_major ? kAScaleFloats : kBlockM) * static_cast<int>(sizeof(float));
       const uint32_t stage_tx_bytes = kABytes + kBBytes + (kTmaScales ? a_scale_bytes : 0);
-      int iter = 0;
+      RingPos<kStages> pos;
       for (int64_t u = blockIdx.x; u < p.units; u += gridDim.x) {
         const WorkUnit w = decode_unit(p, u);
         const int32_t a_row = static_cast<int32_t>(w.m_blk * kBlockM);
         const int32_t b_row = static_cast<int32_t>(w.n_blk * kBlockN);
-        for (int kb = w.kb_begin; kb < w.kb_end; ++kb, ++iter) {
-          const int s = iter % kStages;
-          const uint32_t phase = (iter / kStages) & 1;
-          ptx::mbar_wait(&empty_bar[s], phase ^ 1);  // fresh barriers pass parity 1 at once
+        for (int kb = w.kb_begin; kb < w.kb_end; ++kb, pos.advance()) {
+          const int s = pos.stage;
+          ptx::mbar_wait(&empty_bar[s], pos.phase ^ 1);  // fresh barriers pass parity 1 at once
           ptx::mbar_arrive_expect_tx(&full_bar[s], stage_tx_bytes);
           ptx::tma_load_2d(smem_a + s * kABytes, &tmap_a, &full_bar[s], kb * kBlockK, a_row);
           ptx::tma_load_2d(smem_b + s * kBBytes, &tmap_b, &full_bar[s], kb * kBlockK, b_row);
@@ -322,16 +337,15 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
       }
     } else if (warp == kScaleWarp) {
       const int64_t num_scale_n = (p.n + kScaleBlockN - 1) / kScaleBlockN;
-      int iter = 0;
+      RingPos<kStages> pos;
       for (int64_t u = blockIdx.x; u < p.units; u += gridDim.x) {
         const WorkUnit w = decode_unit(p, u);
         const int64_t nb = w.n_blk * kBlockN / kScaleBlockN + lane;
         const bool b_lane = lane < kMaxScaleBlocks;
         const bool b_ok = b_lane && nb < num_scale_n;
-        for (int kb = w.kb_begin; kb < w.kb_end; ++kb, ++iter) {
-          const int s = iter % kStages;
-          const uint32_t phase = (iter / kStages) & 1;
-          ptx::mbar_wait(&empty_bar[s], phase ^ 1);
+        for (int kb = w.kb_begin; kb < w.kb_end; ++kb, pos.advance()) {
+          const int s = pos.stage;
+          ptx::mbar_wait(&empty_bar[s], pos.phase ^ 1);
           float* dst = smem_scales + s * kScaleFloats;
 #pragma unroll
           for (int i = lane; i < (kTmaScales ? 0 : kBlockM); i += hopper::kWarpSize) {
@@ -361,7 +375,22 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
     float acc[kAcc];
     float tmp[2][kAcc];
     StepScales<kMaxScaleBlocks> scales[2];
-    int iter = 0;  // K blocks consumed so far by this CTA (stage ring position)
+    // Stage ring positions of the next K block to wait for (issue) and to hand back (retire): the
+    // ping-pong issues one step ahead of the retirement.
+    RingPos<kStages> load_pos, free_pos;
+    // This thread's two A-scale rows in a stage: the M-major [BLOCK_M] column, or rows of the K-major
+    // [BLOCK_M][kAScaleBoxKBlocks] box whose column is the K block's index mod kAScaleBoxKBlocks.
+    const int a_scale_row_stride = p.a_scale_k_major ? kAScaleBoxKBlocks : 1;
+    const int a_scale_col_mask = p.a_scale_k_major ? kAScaleBoxKBlocks - 1 : 0;
+    const int a_scale_idx0 = (warpgroup * hopper::kWgmmaM + frag_row0) * a_scale_row_stride;
+    const int a_scale_idx1 = a_scale_idx0 + hopper::kFragRowHalf * a_scale_row_stride;
+    // Descriptors of stage 0 (this warpgroup's 64 A rows, all of B); a stage further is a constant step
+    // of the start-address field, which cannot carry out of it (shared memory < 2^18 bytes).
+    const uint64_t desc_a0 =
+        hopper::make_smem_desc_k_major_sw128(ptx::smem_addr(smem_a + warpgroup * hopper::kWgmmaM * kBlockK));
+    const uint64_t desc_b0 = hopper::make_smem_desc_k_major_sw128(ptx::smem_addr(smem_b));
+    constexpr uint64_t kADescStageStep = static_cast<uint64_t>(kABytes) >> hopper::kDescAddrShift;
+    constexpr uint64_t kBDescStageStep = static_cast<uint64_t>(kBBytes) >> hopper::kDescAddrShift;
     for (int64_t u = blockIdx.x; u < p.units; u += gridDim.x) {
       const WorkUnit w = decode_unit(p, u);
       const int64_t row0 = w.m_blk * kBlockM + warpgroup * hopper::kWgmmaM + frag_row0;
@@ -375,28 +404,20 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
       // Step t: wgmma over K [t * kPromoteK, (t + 1) * kPromoteK) of this unit into tmp[buf].
       auto issue = [&](int t, auto buf_tag) {
         constexpr int kBuf = decltype(buf_tag)::value;
-        const int kb = iter + t / kStepsPerBlock;
-        const int s = kb % kStages;
+        const int s = load_pos.stage;
         const int sub = t % kStepsPerBlock;
-        if (sub == 0) ptx::mbar_wait(&full_bar[s], (kb / kStages) & 1);
+        if (sub == 0) ptx::mbar_wait(&full_bar[s], load_pos.phase);
         // Scales of this K block (TMA / the scale warp put them in the stage); read now, used after the MMAs.
         const float* stage_scales = smem_scales + s * kScaleFloats;
-        const int a_row = warpgroup * hopper::kWgmmaM + frag_row0;
-        if (p.a_scale_k_major) {  // row r of the box holds K blocks (kb & ~3) .. (kb | 3)
-          const int col = (w.kb_begin + t / kStepsPerBlock) % kAScaleBoxKBlocks;
-          scales[kBuf].a0 = stage_scales[a_row * kAScaleBoxKBlocks + col];
-          scales[kBuf].a1 = stage_scales[(a_row + hopper::kFragRowHalf) * kAScaleBoxKBlocks + col];
-        } else {
-          scales[kBuf].a0 = stage_scales[a_row];
-          scales[kBuf].a1 = stage_scales[a_row + hopper::kFragRowHalf];
-        }
+        const int a_col = (w.kb_begin + t / kStepsPerBlock) & a_scale_col_mask;
+        scales[kBuf].a0 = stage_scales[a_scale_idx0 + a_col];
+        scales[kBuf].a1 = stage_scales[a_scale_idx1 + a_col];
 #pragma unroll
         for (int j = 0; j < kMaxScaleBlocks; ++j) scales[kBuf].b[j] = stage_scales[kAScaleFloats + j];
-        const uint64_t desc_a = hopper::make_smem_desc_k_major_sw128(
-            ptx::smem_addr(smem_a + s * kABytes + warpgroup * hopper::kWgmmaM * kBlockK)) +
-                                sub * kWgmmasPerStep * hopper::kDescKStep;
-        const uint64_t desc_b = hopper::make_smem_desc_k_major_sw128(ptx::smem_addr(smem_b + s * kBBytes)) +
-                                sub * kWgmmasPerStep * hopper::kDescKStep;
+        const uint64_t k_offset = sub * kWgmmasPerStep * hopper::kDescKStep;
+        const uint64_t desc_a = desc_a0 + s * kADescStageStep + k_offset;
+        const uint64_t desc_b = desc_b0 + s * kBDescStageStep + k_offset;
+        if (sub == kStepsPerBlock - 1) load_pos.advance();
         ptx::fence_regs(tmp[kBuf]);
         ptx::wgmma_fence();
 #pragma unroll
@@ -411,8 +432,9 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
         constexpr int kBuf = decltype(buf_tag)::value;
         ptx::wgmma_wait<decltype(pending_tag)::value>();
         ptx::fence_regs(tmp[kBuf]);
-        if (t % kStepsPerBlock == kStepsPerBlock - 1 && lane == 0) {
-          ptx::mbar_arrive(&empty_bar[(iter + t / kStepsPerBlock) % kStages]);
+        if (t % kStepsPerBlock == kStepsPerBlock - 1) {
+          if (lane == 0) ptx::mbar_arrive(&empty_bar[free_pos.stage]);
+          free_pos.advance();
         }
         promote(acc, tmp[kBuf], scales[kBuf], one_scale_block, frag_col0, next_block_col);
       };
@@ -441,7 +463,6 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
         issue(t + 2, B0{});
         retire(t + 1, B1{}, Wait1{});
       }
-      iter += w.kb_end - w.kb_begin;
 
       if (p.out_tma) {
         store_tile_by_tma<kBlockN>(acc, p, &tmap_out, smem_out + warpgroup * kStagingBytesPerWG,
