@@ -8,11 +8,13 @@
 //    (and, for two-warpgroup tiles, of the K block's A scales), one warp copies the remaining scales
 //    (any strides) into the stage with cp.async, whose completion arrives on the same full barrier -
 //    so scale latency is hidden kStages blocks ahead;
-//  - 1 or 2 math warpgroups (64 rows each) run wgmma m64nNk32 steps into a temporary accumulator and
+//  - 1 to 3 math warpgroups (64 rows each) run wgmma m64nNk32 steps into a temporary accumulator and
 //    promote `acc += tmp * As[row, kb] * Bs[col / 128, kb]` in fp32 registers (two-level
-//    accumulation: FP8 tensor-core sums lose bits over long K). Two temporaries alternate: the wgmma
-//    of step t+1 runs on the tensor cores while step t is promoted (which caps BLOCK_N at 128: three
-//    64 x BLOCK_N fragments must fit in a thread's registers);
+//    accumulation: FP8 tensor-core sums lose bits over long K). With 1 or 2 warpgroups two
+//    temporaries alternate: the wgmma of step t+1 runs on the tensor cores while step t is promoted
+//    (which caps BLOCK_N at 128: three 64 x BLOCK_N fragments must fit in a thread's registers). Three
+//    warpgroups have registers for one temporary each (ping_pong() in gemm_heuristics.h); there the
+//    other two warpgroups' wgmmas keep the tensor cores busy during a promotion;
 //  - the epilogue converts (bf16/fp16 round-to-nearest-even, or fp32). 16-bit outputs whose rows TMA
 //    can address go through a 32B-swizzled staging tile in shared memory and leave by TMA stores that
 //    drain while the warpgroup already runs the next tile (TMA clips ragged M and N); the rest (fp32,
@@ -372,9 +374,10 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
     const int64_t num_scale_n = (p.n + kScaleBlockN - 1) / kScaleBlockN;
     const int frag_row0 = hopper::frag_row(tid, 0);
     const int frag_col0 = hopper::frag_col(tid, 0);
+    constexpr bool kPingPong = ping_pong(kCfg);
     float acc[kAcc];
-    float tmp[2][kAcc];
-    StepScales<kMaxScaleBlocks> scales[2];
+    float tmp[kPingPong ? 2 : 1][kAcc];
+    StepScales<kMaxScaleBlocks> scales[kPingPong ? 2 : 1];
     // Stage ring positions of the next K block to wait for (issue) and to hand back (retire): the
     // ping-pong issues one step ahead of the retirement.
     RingPos<kStages> load_pos, free_pos;
@@ -448,6 +451,13 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
       // Ping-pong: issue t+1 into the other buffer before retiring t. Every exit retires with wait<0>
       // (a unit has >= 1 step), so no wgmma is in flight past the loop (ptxas serializes the wgmma
       // otherwise).
+      if constexpr (!kPingPong) {
+#pragma unroll 1
+        for (int t = 0; t < steps; ++t) {
+          issue(t, B0{});
+          retire(t, B0{}, Wait0{});
+        }
+      } else {
       issue(0, B0{});
       for (int t = 0;; t += 2) {
         if (t + 1 >= steps) {
@@ -462,6 +472,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
         }
         issue(t + 2, B0{});
         retire(t + 1, B1{}, Wait1{});
+      }
       }
 
       if (p.out_tma) {

@@ -22,12 +22,13 @@ struct TileConfig {
   int block_n;  // wgmma N, % 16 == 0 (the epilogue's store chunk), <= 128 (see fp8_gemm_kernel.cuh)
 };
 
-// BLOCK_M 64: decode / small M (one math warpgroup). BLOCK_M 128: two math warpgroups sharing B.
-// Measured on the H200 (tune.py --sweep, benchmarks/results/cuda_notes.md): 128x128 is the fastest
-// tile on every M >= 1024 shape of the benchmark sets; 64x112, 64x192, 128x112 and 128x144..192
-// (one temporary accumulator, or two over N halves) never won and are not built.
+// BLOCK_M 64: decode / small M (one math warpgroup). BLOCK_M 128 / 192: two / three math warpgroups
+// sharing B. Measured on the H200 (tune.py --sweep, benchmarks/results/cuda_notes.md): 192x128 is the
+// fastest tile on most M >= 1024 shapes with K >= 1536 (up to 1.4x 128x128), 128x128 where 192-row
+// tiles leave a partial wave; 64x112, 64x192, 128x112 and 128x144..192 (one temporary accumulator, or
+// two over N halves) never won and are not built.
 inline constexpr TileConfig kTileConfigs[] = {
-    {64, 64}, {64, 96}, {64, 128}, {128, 128},
+    {64, 64}, {64, 96}, {64, 128}, {128, 128}, {192, 128},
 };
 inline constexpr int kNumTileConfigs = sizeof(kTileConfigs) / sizeof(kTileConfigs[0]);
 
@@ -46,10 +47,12 @@ constexpr int kBarrierBytesPerStage = 2 * 8;                // full + empty mbar
 constexpr int kProducerRegs = 56;
 constexpr int kMathRegs1WG = 240;
 constexpr int kMathRegs2WG = 224;
+constexpr int kMathRegs3WG = 152;
 constexpr int kRegisterFile = 64 * 1024;
 // setmaxnreg.inc blocks until the registers exist: an over-budget split would hang the math warps.
 static_assert(hopper::kWarpgroupThreads * (kProducerRegs + kMathRegs1WG) <= kRegisterFile &&
-                  hopper::kWarpgroupThreads * (kProducerRegs + 2 * kMathRegs2WG) <= kRegisterFile,
+                  hopper::kWarpgroupThreads * (kProducerRegs + 2 * kMathRegs2WG) <= kRegisterFile &&
+                  hopper::kWarpgroupThreads * (kProducerRegs + 3 * kMathRegs3WG) <= kRegisterFile,
               "register budgets exceed the register file");
 constexpr int kMathRegsBesideAcc = 32;  // addresses, scales, loop state next to the accumulators
 
@@ -58,15 +61,21 @@ GEMM_HOST_DEVICE constexpr int num_threads(const TileConfig& c) {
   return (num_math_warpgroups(c) + 1) * hopper::kWarpgroupThreads;  // + one producer warpgroup
 }
 GEMM_HOST_DEVICE constexpr int math_registers(const TileConfig& c) {
-  return num_math_warpgroups(c) == 1 ? kMathRegs1WG : kMathRegs2WG;
+  return num_math_warpgroups(c) == 1 ? kMathRegs1WG : num_math_warpgroups(c) == 2 ? kMathRegs2WG : kMathRegs3WG;
 }
 // Accumulator registers per thread for one 64 x block_n fragment.
 GEMM_HOST_DEVICE constexpr int acc_registers(const TileConfig& c) {
   return hopper::kWgmmaM * c.block_n / hopper::kWarpgroupThreads;
 }
-// The math warpgroups keep the fp32 accumulator and two temporaries (ping-pong) in registers.
-GEMM_HOST_DEVICE constexpr bool registers_fit(const TileConfig& c) {
+// The math warpgroups keep the fp32 accumulator and two temporaries (ping-pong: the wgmma of one K
+// block runs while the previous one is promoted) in registers where they fit; three-warpgroup tiles
+// keep one temporary, the other warpgroups' wgmmas covering each promotion.
+GEMM_HOST_DEVICE constexpr bool ping_pong(const TileConfig& c) {
   return 3 * acc_registers(c) + kMathRegsBesideAcc <= math_registers(c);
+}
+constexpr int kMathRegsBesideAccOneTmp = 24;  // measured: no spills at 152 registers
+GEMM_HOST_DEVICE constexpr bool registers_fit(const TileConfig& c) {
+  return ping_pong(c) || 2 * acc_registers(c) + kMathRegsBesideAccOneTmp <= math_registers(c);
 }
 // A tile never spans more than this many 128-wide B scale blocks.
 GEMM_HOST_DEVICE constexpr int max_scale_blocks(int block_n) {
@@ -127,19 +136,19 @@ constexpr int kMaxSplits = 16;
 constexpr int kMinKBlocksPerSplit = 2;
 
 // H200 per-SM model constants, fitted to tune.py --sweep runs of this kernel (every config and the
-// split counts that fill the GPU, on the DeepSeek-V3 + challenge shapes; benchmarks/results/cuda_notes.md).
-// Refitted after the mainloop lost its per-wgmma descriptor arithmetic (128-row tiles ~11 % faster):
-// the chosen plans run within 3 % (geomean over 41 shapes) of the fastest measured one. Tensor rate
-// per SM under the power cap: 10.5e6 FLOP/us for 128-row tiles (1390 TFLOP/s over 132 SMs, before the
-// per-unit drain), 6e6 for one-warpgroup tiles; kSmBytesPerUs bounds the rate a CTA takes in its
-// (BM+BN)*128 bytes per K block; kDramBytesPerUs the whole-GPU streaming rate of decode shapes.
+// split counts that fill the GPU, on the DeepSeek-V3 + challenge shapes; benchmarks/results/cuda_notes.md,
+// benchmarks/results/h200/sweep_192.jsonl): the chosen plans run within 1.3 % (geomean over 41 shapes)
+// of the fastest measured one. Tensor rate per SM under the power cap: 6e6 FLOP/us for one math
+// warpgroup, 9.5e6 for two, 10.5e6 for three (their wgmmas cover each other's promotions);
+// kSmBytesPerUs bounds the rate a CTA takes in its (BM+BN)*128 bytes per K block; kDramBytesPerUs the
+// whole-GPU streaming rate of decode shapes.
 GEMM_HOST_DEVICE constexpr double sm_flops_per_us(const TileConfig& c) {
-  return num_math_warpgroups(c) == 1 ? 6.0e6 : 10.5e6;
+  return num_math_warpgroups(c) == 1 ? 6.0e6 : num_math_warpgroups(c) == 2 ? 9.5e6 : 10.5e6;
 }
 GEMM_HOST_DEVICE constexpr double unit_overhead_us(const TileConfig& c) {  // drain + epilogue per unit
   return num_math_warpgroups(c) == 1 ? 0.1 : 0.2;
 }
-constexpr double kSmBytesPerUs = 80.0e3;
+constexpr double kSmBytesPerUs = 70.0e3;
 constexpr double kDramBytesPerUs = 3.0e6;
 constexpr double kReduceLaunchUs = 0.5;  // extra kernel for the fixed-order split-K reduction
 
