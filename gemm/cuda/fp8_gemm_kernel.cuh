@@ -448,9 +448,9 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
 
 #pragma unroll
       for (int i = 0; i < kAcc; ++i) acc[i] = 0.f;
-      // Ping-pong: issue t+1 into the other buffer before retiring t. Every exit retires with wait<0>
-      // (a unit has >= 1 step), so no wgmma is in flight past the loop (ptxas serializes the wgmma
-      // otherwise).
+      // One temporary: wgmma, wait, promote. Ping-pong: issue t+1 into the other buffer before retiring
+      // t. Every exit retires with wait<0> (a unit has >= 1 step), so no wgmma is in flight past the
+      // loop (ptxas serializes the wgmma otherwise).
       if constexpr (!kPingPong) {
 #pragma unroll 1
         for (int t = 0; t < steps; ++t) {
@@ -458,21 +458,21 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
           retire(t, B0{}, Wait0{});
         }
       } else {
-      issue(0, B0{});
-      for (int t = 0;; t += 2) {
-        if (t + 1 >= steps) {
-          retire(t, B0{}, Wait0{});
-          break;
+        issue(0, B0{});
+        for (int t = 0;; t += 2) {
+          if (t + 1 >= steps) {
+            retire(t, B0{}, Wait0{});
+            break;
+          }
+          issue(t + 1, B1{});
+          retire(t, B0{}, Wait1{});
+          if (t + 2 >= steps) {
+            retire(t + 1, B1{}, Wait0{});
+            break;
+          }
+          issue(t + 2, B0{});
+          retire(t + 1, B1{}, Wait1{});
         }
-        issue(t + 1, B1{});
-        retire(t, B0{}, Wait1{});
-        if (t + 2 >= steps) {
-          retire(t + 1, B1{}, Wait0{});
-          break;
-        }
-        issue(t + 2, B0{});
-        retire(t + 1, B1{}, Wait1{});
-      }
       }
 
       if (p.out_tma) {
