@@ -45,15 +45,17 @@ constexpr int kBarrierBytesPerStage = 2 * 8;                // full + empty mbar
 // A 40/232 split for two-warpgroup tiles (room for more accumulators) ran 8-10 % slower than 56/224
 // on every large shape measured (H200, cuda_notes.md).
 constexpr int kProducerRegs = 56;
-constexpr int kMathRegs1WG = 240;
-constexpr int kMathRegs2WG = 224;
-constexpr int kMathRegs3WG = 152;
+constexpr int kMaxMathWarpgroups = 3;
+constexpr int kMathRegs[kMaxMathWarpgroups] = {240, 224, 152};  // per thread, for 1, 2, 3 math warpgroups
 constexpr int kRegisterFile = 64 * 1024;
 // setmaxnreg.inc blocks until the registers exist: an over-budget split would hang the math warps.
-static_assert(hopper::kWarpgroupThreads * (kProducerRegs + kMathRegs1WG) <= kRegisterFile &&
-                  hopper::kWarpgroupThreads * (kProducerRegs + 2 * kMathRegs2WG) <= kRegisterFile &&
-                  hopper::kWarpgroupThreads * (kProducerRegs + 3 * kMathRegs3WG) <= kRegisterFile,
-              "register budgets exceed the register file");
+constexpr bool register_splits_fit() {
+  for (int wg = 1; wg <= kMaxMathWarpgroups; ++wg) {
+    if (hopper::kWarpgroupThreads * (kProducerRegs + wg * kMathRegs[wg - 1]) > kRegisterFile) return false;
+  }
+  return true;
+}
+static_assert(register_splits_fit(), "register budgets exceed the register file");
 constexpr int kMathRegsBesideAcc = 32;  // addresses, scales, loop state next to the accumulators
 
 GEMM_HOST_DEVICE constexpr int num_math_warpgroups(const TileConfig& c) { return c.block_m / hopper::kWgmmaM; }
@@ -61,7 +63,7 @@ GEMM_HOST_DEVICE constexpr int num_threads(const TileConfig& c) {
   return (num_math_warpgroups(c) + 1) * hopper::kWarpgroupThreads;  // + one producer warpgroup
 }
 GEMM_HOST_DEVICE constexpr int math_registers(const TileConfig& c) {
-  return num_math_warpgroups(c) == 1 ? kMathRegs1WG : num_math_warpgroups(c) == 2 ? kMathRegs2WG : kMathRegs3WG;
+  return kMathRegs[num_math_warpgroups(c) - 1];
 }
 // Accumulator registers per thread for one 64 x block_n fragment.
 GEMM_HOST_DEVICE constexpr int acc_registers(const TileConfig& c) {
@@ -142,8 +144,9 @@ constexpr int kMinKBlocksPerSplit = 2;
 // warpgroup, 9.5e6 for two, 10.5e6 for three (their wgmmas cover each other's promotions);
 // kSmBytesPerUs bounds the rate a CTA takes in its (BM+BN)*128 bytes per K block; kDramBytesPerUs the
 // whole-GPU streaming rate of decode shapes.
-GEMM_HOST_DEVICE constexpr double sm_flops_per_us(const TileConfig& c) {
-  return num_math_warpgroups(c) == 1 ? 6.0e6 : num_math_warpgroups(c) == 2 ? 9.5e6 : 10.5e6;
+constexpr double kSmFlopsPerUs[kMaxMathWarpgroups] = {6.0e6, 9.5e6, 10.5e6};
+constexpr double sm_flops_per_us(const TileConfig& c) {
+  return kSmFlopsPerUs[num_math_warpgroups(c) - 1];
 }
 GEMM_HOST_DEVICE constexpr double unit_overhead_us(const TileConfig& c) {  // drain + epilogue per unit
   return num_math_warpgroups(c) == 1 ? 0.1 : 0.2;
