@@ -192,6 +192,12 @@ inline Plan make_plan(int config, int splits, int64_t m, int64_t n, int64_t k, i
   return p;
 }
 
+// Whether a plan's 128+-row tiles read K-major A scales in place (see kMaxWavesForInPlaceKMajorScales)
+// instead of from the launcher's K-block-major copy.
+inline bool k_major_scales_in_place(const Plan& p) {
+  return cdiv(p.units, p.grid) <= kMaxWavesForInPlaceKMajorScales && p.m_blocks > 1;
+}
+
 // The cheapest plan under the model; ties keep the earlier (smaller) config and fewer splits.
 inline Plan choose_plan(int64_t m, int64_t n, int64_t k, int num_sms, int out_bytes) {
   const int64_t kblocks = cdiv(k, kBlockK);

@@ -287,10 +287,8 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
   ScaleOperand sa;
   if (cuda::scales_by_tma(cfg)) {
     cuda::ScaleCopy copy{};
-    const bool k_major_in_place =
-        cuda::cdiv(plan.units, plan.grid) <= cuda::kMaxWavesForInPlaceKMajorScales && plan.m_blocks > 1;
-    if (err = prepare_scales("a_scale", args.a_scale, m, kblocks, args.a_scale_stride_m,
-                             args.a_scale_stride_k, k_major_in_place, workspace, copy, sa);
+    if (err = prepare_scales("a_scale", args.a_scale, m, kblocks, args.a_scale_stride_m, args.a_scale_stride_k,
+                             cuda::k_major_scales_in_place(plan), workspace, copy, sa);
         !err.empty()) return err;
     if (copy.dst != nullptr) {
       const int64_t blocks = std::min<int64_t>(cuda::cdiv(m * kblocks, cuda::kScaleCopyThreads),
