@@ -1,8 +1,9 @@
 // The sm_90a FP8 block-scaled GEMM kernel: C = (A * As) @ (B * Bs)^T, A [M,K] and B [N,K] K-major e4m3fn.
 //
 // One template, instantiated per row of kTileConfigs (gemm_heuristics.h):
-//  - a persistent grid walks work units (tile x K split) with grouped rasterization (kGroupM) so
-//    that CTAs running at the same time share A and B tiles in L2;
+//  - a persistent grid walks the work units of tile_scheduler.h: whole tiles in grouped order (kGroupM,
+//    so that CTAs running at the same time share A and B tiles in L2), then stream-K pieces of the
+//    partial last wave, whose fp32 partial sums stream_k_reduce_kernel adds up;
 //  - one producer warpgroup (registers given away with setmaxnreg.dec) fills a kStages-deep ring
 //    guarded by full/empty mbarriers: one thread issues the TMA loads of 128B-swizzled A/B tiles
 //    (and, for two-warpgroup tiles, of the K block's A scales), one warp copies the remaining scales
@@ -18,8 +19,8 @@
 //  - the epilogue converts (bf16/fp16 round-to-nearest-even, or fp32). 16-bit outputs whose rows TMA
 //    can address go through a 32B-swizzled staging tile in shared memory and leave by TMA stores that
 //    drain while the warpgroup already runs the next tile (TMA clips ragged M and N); the rest (fp32,
-//    split-K partials, odd row strides) are stored from registers with row/column guards. Ragged K is
-//    zero-filled by TMA.
+//    odd row strides) are stored from registers with row/column guards, stream-K partials from
+//    registers into their workspace slot. Ragged K is zero-filled by TMA.
 // Raw PTX (hopper_ptx.h) rather than CUTLASS/CuTe: a dozen instructions, fast CI compiles, and full
 // control over where the promotion sits relative to the asynchronous wgmma window.
 #pragma once
@@ -35,48 +36,26 @@
 #include "gemm_heuristics.h"
 #include "hopper_layout.h"
 #include "hopper_ptx.h"
+#include "tile_scheduler.h"
 #include "wgmma_fp8.h"
 
 namespace gemm::cuda {
 
 struct KernelParams {
   int64_t m = 0, n = 0;
-  int num_kblocks = 0, kblocks_per_split = 0;
-  int64_t m_blocks = 0, n_blocks = 0, units = 0;
+  TileSchedule sched;
   const float* a_scale = nullptr;
   int64_t a_scale_stride_m = 0, a_scale_stride_k = 0;
   const float* b_scale = nullptr;
   int64_t b_scale_stride_n = 0, b_scale_stride_k = 0;
   void* out = nullptr;
   int64_t out_ld = 0;
-  int64_t split_plane = 0;  // elements between the fp32 partial planes of consecutive K splits
+  float* partial = nullptr;  // stream-K slots of BLOCK_M x BLOCK_N floats (sched.sk_tiles > 0)
   OutFormat out_format = OutFormat::kBF16;
   bool out_pairs = false;   // base and row stride allow 2-element vector stores
   bool out_tma = false;     // 16-bit output stored through the staging tile by TMA (tmap_out is valid)
   bool a_scale_k_major = false;  // tmap_a_scale boxes kAScaleBoxKBlocks K blocks of the [M, K/128] array
 };
-
-struct WorkUnit {
-  int64_t m_blk, n_blk;
-  int split, kb_begin, kb_end;
-};
-
-// Split is the slowest index: CTAs running together work on one K range of neighbouring tiles.
-__device__ __forceinline__ WorkUnit decode_unit(const KernelParams& p, int64_t u) {
-  const int64_t tiles = p.m_blocks * p.n_blocks;
-  WorkUnit w;
-  w.split = static_cast<int>(u / tiles);
-  const int64_t t = u % tiles;
-  const int64_t group_span = kGroupM * p.n_blocks;
-  const int64_t first_m = (t / group_span) * kGroupM;
-  const int64_t group_rows = min(static_cast<int64_t>(kGroupM), p.m_blocks - first_m);
-  const int64_t r = t % group_span;
-  w.m_blk = first_m + r % group_rows;
-  w.n_blk = r / group_rows;
-  w.kb_begin = w.split * p.kblocks_per_split;
-  w.kb_end = min(w.kb_begin + p.kblocks_per_split, p.num_kblocks);
-  return w;
-}
 
 template <typename T> struct OutPair;
 template <> struct OutPair<__nv_bfloat16> {
@@ -173,10 +152,10 @@ __device__ __forceinline__ void store_tile_by_tma(const float (&acc)[kAcc], cons
   }
 }
 
-// Epilogue from registers (fp32, split-K partial planes, rows TMA cannot address).
+// Epilogue from registers (fp32, rows TMA cannot address).
 template <int kAcc>
-__device__ __forceinline__ void store_tile_direct(const float (&acc)[kAcc], const KernelParams& p, int split,
-                                                  int64_t row0, int64_t col0) {
+__device__ __forceinline__ void store_tile_direct(const float (&acc)[kAcc], const KernelParams& p, int64_t row0,
+                                                  int64_t col0) {
   switch (p.out_format) {
     case OutFormat::kBF16:
       store_fragment(acc, static_cast<__nv_bfloat16*>(p.out), p.out_ld, row0, col0, p.m, p.n, p.out_pairs);
@@ -185,9 +164,25 @@ __device__ __forceinline__ void store_tile_direct(const float (&acc)[kAcc], cons
       store_fragment(acc, static_cast<__half*>(p.out), p.out_ld, row0, col0, p.m, p.n, p.out_pairs);
       break;
     case OutFormat::kFP32:
-      store_fragment(acc, static_cast<float*>(p.out) + split * p.split_plane, p.out_ld, row0, col0, p.m, p.n,
-                     p.out_pairs);
+      store_fragment(acc, static_cast<float*>(p.out), p.out_ld, row0, col0, p.m, p.n, p.out_pairs);
       break;
+  }
+}
+
+// A stream-K piece: the warpgroup's 64 x kBlockN fp32 partial into its rows of a workspace slot (row-major,
+// kBlockN floats a row; whole tiles, the reduction skips what lies past M and N).
+template <int kBlockN, int kAcc>
+__device__ __forceinline__ void store_partial(const float (&acc)[kAcc], float* slot_rows, int frag_row0,
+                                              int frag_col0) {
+#pragma unroll
+  for (int q = 0; q < kAcc / hopper::kFragRegsPerQuad; ++q) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = frag_row0 + h * hopper::kFragRowHalf;
+      const int col = frag_col0 + q * hopper::kFragColStride;
+      *reinterpret_cast<float2*>(slot_rows + row * kBlockN + col) =
+          make_float2(acc[q * hopper::kFragRegsPerQuad + 2 * h], acc[q * hopper::kFragRegsPerQuad + 2 * h + 1]);
+    }
   }
 }
 
@@ -306,6 +301,9 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
     ptx::fence_barrier_init();
   }
   __syncthreads();
+  // The stream-K reduction (launched as this grid's programmatic dependent) may be scheduled now; it
+  // waits for this grid to complete before it reads a partial.
+  ptx::griddep_launch_dependents();
 
   if (warpgroup == kMathWG) {
     // ---------------- producer ----------------
@@ -315,8 +313,8 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
       const int a_scale_bytes = (p.a_scale_k_major ? kAScaleFloats : kBlockM) * static_cast<int>(sizeof(float));
       const uint32_t stage_tx_bytes = kABytes + kBBytes + (kTmaScales ? a_scale_bytes : 0);
       RingPos<kStages> pos;
-      for (int64_t u = blockIdx.x; u < p.units; u += gridDim.x) {
-        const WorkUnit w = decode_unit(p, u);
+      WorkUnit w;
+      for (int unit = 0; work_unit(p.sched, blockIdx.x, gridDim.x, unit, w); ++unit) {
         const int32_t a_row = static_cast<int32_t>(w.m_blk * kBlockM);
         const int32_t b_row = static_cast<int32_t>(w.n_blk * kBlockN);
         for (int kb = w.kb_begin; kb < w.kb_end; ++kb, pos.advance()) {
@@ -340,8 +338,8 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
     } else if (warp == kScaleWarp) {
       const int64_t num_scale_n = (p.n + kScaleBlockN - 1) / kScaleBlockN;
       RingPos<kStages> pos;
-      for (int64_t u = blockIdx.x; u < p.units; u += gridDim.x) {
-        const WorkUnit w = decode_unit(p, u);
+      WorkUnit w;
+      for (int unit = 0; work_unit(p.sched, blockIdx.x, gridDim.x, unit, w); ++unit) {
         const int64_t nb = w.n_blk * kBlockN / kScaleBlockN + lane;
         const bool b_lane = lane < kMaxScaleBlocks;
         const bool b_ok = b_lane && nb < num_scale_n;
@@ -394,8 +392,8 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
     const uint64_t desc_b0 = hopper::make_smem_desc_k_major_sw128(ptx::smem_addr(smem_b));
     constexpr uint64_t kADescStageStep = static_cast<uint64_t>(kABytes) >> hopper::kDescAddrShift;
     constexpr uint64_t kBDescStageStep = static_cast<uint64_t>(kBBytes) >> hopper::kDescAddrShift;
-    for (int64_t u = blockIdx.x; u < p.units; u += gridDim.x) {
-      const WorkUnit w = decode_unit(p, u);
+    WorkUnit w;
+    for (int unit = 0; work_unit(p.sched, blockIdx.x, gridDim.x, unit, w); ++unit) {
       const int64_t row0 = w.m_blk * kBlockM + warpgroup * hopper::kWgmmaM + frag_row0;
       // B scale blocks touched by this tile: nb0, and from tile-local column `next_block_col` on nb0+1.
       const int64_t n0 = w.n_blk * kBlockN;
@@ -475,11 +473,14 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
         }
       }
 
-      if (p.out_tma) {
+      if (w.slot >= 0) {
+        store_partial<kBlockN>(acc, p.partial + (w.slot * kBlockM + warpgroup * hopper::kWgmmaM) * kBlockN,
+                               frag_row0, frag_col0);
+      } else if (p.out_tma) {
         store_tile_by_tma<kBlockN>(acc, p, &tmap_out, smem_out + warpgroup * kStagingBytesPerWG,
                                    1 + warpgroup, tid, w.m_blk * kBlockM + warpgroup * hopper::kWgmmaM, n0);
       } else {
-        store_tile_direct(acc, p, w.split, row0, n0 + frag_col0);
+        store_tile_direct(acc, p, row0, n0 + frag_col0);
       }
     }
     // Shared memory must outlive the reads of the last TMA stores.

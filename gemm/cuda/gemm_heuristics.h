@@ -1,10 +1,10 @@
-// Tile-shape and split-K choice for the sm_90a FP8 GEMM. Pure C++ (no CUDA include) so that a CPU
+// Tile-shape and stream-K choice for the sm_90a FP8 GEMM. Pure C++ (no CUDA include) so that a CPU
 // test can compile it and check that the test shapes reach every configuration.
 //
 // The tile table is data: the kernel is ONE template instantiated once per row of kTileConfigs.
-// For a problem the planner scores every (config, split count) pair with a small per-SM roofline
-// model (persistent grid: each SM runs ceil(units / SMs) work units back to back) and keeps the
-// cheapest. Split-K is chosen only when it fills otherwise idle SMs (decode shapes with long K).
+// For a problem the planner scores every config, with whole tiles only and with a stream-K region for
+// the partial last wave (tile_scheduler.h), with a small per-SM roofline model (persistent grid: each
+// SM runs its share of K blocks back to back) and keeps the cheapest.
 #pragma once
 
 #include <algorithm>
@@ -12,6 +12,7 @@
 
 #include "../gemm_launcher.h"
 #include "hopper_layout.h"
+#include "tile_scheduler.h"
 
 namespace gemm::cuda {
 
@@ -115,7 +116,7 @@ GEMM_HOST_DEVICE constexpr int scale_stage_floats(const TileConfig& c) {
   return (a_scale_stage_floats(c) + kMaxScaleBlocksPerTile + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
 }
 // Epilogue staging: the BLOCK_M x BLOCK_N tile of a 16-bit output, written by the math warpgroups and
-// stored by TMA while the next tile's K blocks already run (fp32 outputs and split-K partials are
+// stored by TMA while the next tile's K blocks already run (fp32 outputs and stream-K partials are
 // stored from registers instead). A multiple of 1024 bytes for every config (BLOCK_N % 16 == 0).
 constexpr int kStagedOutBytes = 2;
 GEMM_HOST_DEVICE constexpr int staging_bytes(const TileConfig& c) { return c.block_m * c.block_n * kStagedOutBytes; }
@@ -131,17 +132,13 @@ GEMM_HOST_DEVICE constexpr int smem_bytes(const TileConfig& c) {
 }
 constexpr int kMinStages = 4;  // fewer cannot cover the TMA latency of a K block
 
-// Rows of M blocks walked together by the persistent scheduler so that concurrently running CTAs
-// share A and B tiles in L2.
-constexpr int kGroupM = 8;
-constexpr int kMaxSplits = 16;
-constexpr int kMinKBlocksPerSplit = 2;
+// K blocks per stream-K range at least: a piece costs an fp32 tile store and a read in the reduction.
+constexpr int kMinStreamKIters = 2;
 
-// H200 per-SM model constants, fitted to tune.py --sweep runs of this kernel (every config and the
-// split counts that fill the GPU, on the DeepSeek-V3 + challenge shapes; benchmarks/results/cuda_notes.md,
-// benchmarks/results/h200/sweep_192.jsonl): the chosen plans run within 1.3 % (geomean over 41 shapes)
-// of the fastest measured one. Tensor rate per SM under the power cap: 6e6 FLOP/us for one math
-// warpgroup, 9.5e6 for two, 10.5e6 for three (their wgmmas cover each other's promotions);
+// H200 per-SM model constants, fitted to tune.py --sweep runs of this kernel (every config, whole
+// tiles and stream-K, on the DeepSeek-V3 + challenge shapes; benchmarks/results/cuda_notes.md,
+// benchmarks/results/h200/sweep_*.jsonl). Tensor rate per SM under the power cap: 6e6 FLOP/us for one
+// math warpgroup, 9.5e6 for two, 10.5e6 for three (their wgmmas cover each other's promotions);
 // kSmBytesPerUs bounds the rate a CTA takes in its (BM+BN)*128 bytes per K block; kDramBytesPerUs the
 // whole-GPU streaming rate of decode shapes.
 constexpr double kSmFlopsPerUs[kMaxMathWarpgroups] = {6.0e6, 9.5e6, 10.5e6};
@@ -153,61 +150,84 @@ GEMM_HOST_DEVICE constexpr double unit_overhead_us(const TileConfig& c) {  // dr
 }
 constexpr double kSmBytesPerUs = 70.0e3;
 constexpr double kDramBytesPerUs = 3.0e6;
-constexpr double kReduceLaunchUs = 0.5;  // extra kernel for the fixed-order split-K reduction
+constexpr double kReduceLaunchUs = 1.0;      // the reduction kernel (its launch overlaps the GEMM's tail)
+constexpr double kReduceBytesPerUs = 5.0e6;  // its reads of the partials, mostly L2 hits
 
 struct Plan {
-  int config = 0;        // index into kTileConfigs
-  int splits = 1;        // K split count (1: no split-K)
-  int kblocks_per_split = 0;
-  int64_t m_blocks = 0, n_blocks = 0;
-  int64_t units = 0;     // m_blocks * n_blocks * splits
-  int grid = 0;          // persistent CTAs = min(units, SMs)
+  int config = 0;  // index into kTileConfigs
+  bool fits = true;  // false: beyond the 32-bit schedule (> 2^30 tiles or K blocks: a > 8 TB output)
+  TileSchedule sched;
+  int grid = 0;    // persistent CTAs
   double cost_us = 0;
+  constexpr bool stream_k() const { return sched.sk_tiles > 0; }
+  // Workspace floats for the stream-K partials: one BLOCK_M x BLOCK_N slot per (SK CTA, piece).
+  constexpr int64_t partial_floats() const {
+    return static_cast<int64_t>(sched.sk_ctas) * sched.sk_max_pieces * kTileConfigs[config].block_m *
+           kTileConfigs[config].block_n;
+  }
 };
 
 GEMM_HOST_DEVICE constexpr int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-inline Plan make_plan(int config, int splits, int64_t m, int64_t n, int64_t k, int num_sms,
-                      int out_bytes) {
+// The plan of one tile config: whole tiles only, or (`stream_k`) full waves of whole tiles and the
+// rest as a stream-K region over up to num_sms CTAs. A stream-K plan of a problem whose tiles fill
+// whole waves is the whole-tile plan.
+inline Plan make_plan(int config, bool stream_k, int64_t m, int64_t n, int64_t k, int num_sms, int out_bytes) {
   const TileConfig& c = kTileConfigs[config];
   Plan p;
   p.config = config;
-  const int64_t kblocks = cdiv(k, kBlockK);
-  p.kblocks_per_split = static_cast<int>(cdiv(kblocks, splits));
-  p.splits = static_cast<int>(cdiv(kblocks, p.kblocks_per_split));  // no empty splits
-  p.m_blocks = cdiv(m, c.block_m);
-  p.n_blocks = cdiv(n, c.block_n);
-  p.units = p.m_blocks * p.n_blocks * p.splits;
-  p.grid = static_cast<int>(std::min<int64_t>(p.units, num_sms));
-  const double waves = static_cast<double>(cdiv(p.units, num_sms));
-  const double kb = p.kblocks_per_split;
-  const double compute = waves * kb * 2.0 * c.block_m * c.block_n * kBlockK / sm_flops_per_us(c) *
+  const int64_t kblocks = cdiv(k, kBlockK), m_blocks = cdiv(m, c.block_m), n_blocks = cdiv(n, c.block_n);
+  const int64_t tiles = m_blocks * n_blocks;
+  int64_t sk_tiles = stream_k ? tiles % num_sms : 0;
+  int64_t sk_ctas = std::min<int64_t>(num_sms, std::max<int64_t>(1, sk_tiles * kblocks / kMinStreamKIters));
+  if (!schedule_fits_int32(tiles, sk_tiles * kblocks, sk_ctas)) sk_tiles = 0;  // whole tiles only
+  p.fits = schedule_fits_int32(tiles, 0, 0) && schedule_fits_int32(kblocks, 0, 0);
+  TileSchedule& s = p.sched;
+  s.kblocks = static_cast<int32_t>(kblocks);
+  s.m_blocks = static_cast<int32_t>(m_blocks);
+  s.n_blocks = static_cast<int32_t>(n_blocks);
+  s.sk_tiles = static_cast<int32_t>(sk_tiles);
+  s.dp_tiles = static_cast<int32_t>(tiles - sk_tiles);
+  int64_t range = 0;  // K blocks of the longest SK range
+  if (s.sk_tiles > 0) {
+    s.sk_ctas = static_cast<int32_t>(sk_ctas);
+    range = cdiv(s.sk_iters(), s.sk_ctas);
+    s.sk_max_pieces = static_cast<int32_t>(cdiv(range, s.kblocks) + 1);
+  }
+  p.grid = static_cast<int>(s.dp_tiles > 0 ? std::min<int64_t>(s.dp_tiles, num_sms) : s.sk_ctas);
+  const double waves = static_cast<double>(cdiv(s.dp_tiles, p.grid));
+  const double kb_per_cta = waves * s.kblocks + static_cast<double>(range);
+  const double units_per_cta = waves + (p.stream_k() ? std::min<double>(s.sk_max_pieces, 2.0) : 0.0);
+  const double compute = kb_per_cta * 2.0 * c.block_m * c.block_n * kBlockK / sm_flops_per_us(c) *
                          (1.0 + 16.0 / c.block_n);  // narrow wgmma re-reads A more per FLOP
-  const double stream = waves * kb * stage_bytes(c) / kSmBytesPerUs;
+  const double stream = kb_per_cta * stage_bytes(c) / kSmBytesPerUs;
   const double unique = static_cast<double>(m * k + n * k + m * n * out_bytes);
-  const double partials = p.splits > 1 ? 2.0 * p.splits * m * n * 4 : 0.0;
+  // About one piece per SK CTA and one more per region tile: an fp32 tile written by the GEMM and
+  // read back by the reduction.
+  const double partials =
+      p.stream_k() ? static_cast<double>(s.sk_ctas + s.sk_tiles) * c.block_m * c.block_n * sizeof(float) : 0.0;
   const double dram = (unique + partials) / kDramBytesPerUs;
-  p.cost_us = std::max({compute, stream, dram}) + waves * unit_overhead_us(c) +
-              (p.splits > 1 ? kReduceLaunchUs : 0.0);
+  p.cost_us = std::max({compute, stream, dram}) + units_per_cta * unit_overhead_us(c) +
+              (p.stream_k() ? kReduceLaunchUs + partials / kReduceBytesPerUs : 0.0);
   return p;
 }
 
 // Whether a plan's 128+-row tiles read K-major A scales in place (see kMaxWavesForInPlaceKMajorScales)
 // instead of from the launcher's K-block-major copy.
 inline bool k_major_scales_in_place(const Plan& p) {
-  return cdiv(p.units, p.grid) <= kMaxWavesForInPlaceKMajorScales && p.m_blocks > 1;
+  const int64_t units_per_cta = cdiv(p.sched.dp_tiles, p.grid) + (p.stream_k() ? p.sched.sk_max_pieces : 0);
+  return units_per_cta <= kMaxWavesForInPlaceKMajorScales && p.sched.m_blocks > 1;
 }
 
-// The cheapest plan under the model; ties keep the earlier (smaller) config and fewer splits.
+// The cheapest plan under the model; ties keep the earlier (smaller) config, whole tiles before stream-K.
 inline Plan choose_plan(int64_t m, int64_t n, int64_t k, int num_sms, int out_bytes) {
-  const int64_t kblocks = cdiv(k, kBlockK);
   Plan best;
+  best.fits = false;
   bool have = false;
   for (int cfg = 0; cfg < kNumTileConfigs; ++cfg) {
-    const int64_t tiles = cdiv(m, kTileConfigs[cfg].block_m) * cdiv(n, kTileConfigs[cfg].block_n);
-    for (int s = 1; s <= kMaxSplits; ++s) {
-      if (s > 1 && (kblocks < s * kMinKBlocksPerSplit || tiles * s > num_sms)) break;
-      const Plan p = make_plan(cfg, s, m, n, k, num_sms, out_bytes);
+    for (const bool sk : {false, true}) {
+      const Plan p = make_plan(cfg, sk, m, n, k, num_sms, out_bytes);
+      if (!p.fits || (sk && !p.stream_k())) continue;  // whole waves: same as the whole-tile plan
       if (!have || p.cost_us < best.cost_us * 0.999) {
         best = p;
         have = true;

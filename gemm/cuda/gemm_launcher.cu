@@ -1,8 +1,9 @@
 // CUDA sm_90a implementation of gemm::gemm_launch (see gemm/gemm_launcher.h).
 //
 // Per call: pick a plan (gemm_heuristics.h), make A and B TMA-readable (repack into workspace only
-// when their layout needs it), encode the two tensor maps, launch the persistent kernel on the
-// caller's stream, and for split-K plans a fixed-order reduction. Never synchronizes, never prints.
+// when their layout needs it), encode the tensor maps, launch the persistent kernel on the caller's
+// stream, and for stream-K plans the fixed-order reduction as its programmatic dependent. Never
+// synchronizes, never prints.
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -29,7 +30,6 @@ using cuda::kTileConfigs;
 constexpr int kMaxDevices = 64;
 constexpr unsigned kTensorMapDriverVersion = 12000;  // cuTensorMapEncodeTiled's ABI since CUDA 12.0
 constexpr int64_t kMaxGridY = 65535;
-constexpr int64_t kReduceBlocksPerSm = 8;  // enough resident warps to cover load latency
 constexpr int64_t kMaxScaleCopyBlocks = 1024;
 
 std::string cuda_error(const char* what, cudaError_t err) {
@@ -210,8 +210,8 @@ std::string encode_scales(const char* name, const ScaleOperand& op, int64_t rows
 }
 
 // ---- 16-bit output as the TMA-store epilogue writes it: 64-row x 16-column boxes, 32B-swizzled ----
-bool out_tma_storable(const GemmArgs& args, int splits) {
-  if (splits > 1 || args.c_format == OutFormat::kFP32) return false;  // fp32 planes go from registers
+bool out_tma_storable(const GemmArgs& args) {
+  if (args.c_format == OutFormat::kFP32) return false;  // fp32 goes from registers
   const int64_t row_bytes = args.c_stride_m * cuda::kStagedOutBytes;
   return reinterpret_cast<uintptr_t>(args.c) % cuda::hopper::kTmaAlignBytes == 0 &&
          (args.m == 1 || row_bytes % cuda::hopper::kTmaAlignBytes == 0);
@@ -254,6 +254,23 @@ constexpr auto kLaunchers = make_launchers(std::make_index_sequence<cuda::kNumTi
 
 int out_bytes(OutFormat f) { return f == OutFormat::kFP32 ? 4 : 2; }
 
+// The stream-K reduction, launched with programmatic stream serialization: it may be scheduled while
+// the GEMM's last CTAs run (they trigger it at their start) and waits in-kernel for the GEMM to finish,
+// which hides its launch latency. Capture-safe (a programmatic edge in a CUDA graph).
+template <typename T>
+cudaError_t launch_reduce(const cuda::StreamKReduce& r, cudaStream_t stream) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(r.sched.sk_tiles), static_cast<unsigned>(r.block_m / cuda::kReduceRows));
+  config.blockDim = dim3(cuda::kReduceThreads);
+  config.stream = stream;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = &attr;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, cuda::stream_k_reduce_kernel<T>, r);
+}
+
 
 }  // namespace
 
@@ -269,6 +286,10 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
   if (args.c_stride_n != 1) {
     return "gemm (CUDA): out must have unit stride along N (expected c_stride_n 1, got " +
            std::to_string(args.c_stride_n) + ")";
+  }
+  if (!plan.fits) {
+    return "gemm (CUDA): the problem is too large for the kernel's 32-bit tile schedule (m " + std::to_string(args.m) +
+           ", n " + std::to_string(args.n) + ", k " + std::to_string(args.k) + ")";
   }
   auto stream = static_cast<cudaStream_t>(stream_ptr);
   const int64_t m = args.m, n = args.n, k = args.k;
@@ -304,11 +325,7 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
   KernelParams p;
   p.m = m;
   p.n = n;
-  p.num_kblocks = static_cast<int>(kblocks);
-  p.kblocks_per_split = plan.kblocks_per_split;
-  p.m_blocks = plan.m_blocks;
-  p.n_blocks = plan.n_blocks;
-  p.units = plan.units;
+  p.sched = plan.sched;
   p.a_scale = args.a_scale;
   p.a_scale_stride_m = args.a_scale_stride_m;
   p.a_scale_stride_k = args.a_scale_stride_k;
@@ -317,30 +334,21 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
   p.b_scale_stride_k = args.b_scale_stride_k;
   p.a_scale_k_major = sa.k_major;
 
-  float* partial = nullptr;
-  if (plan.splits > 1) {
-    // Each split writes its own fp32 plane; the reduction sums planes 0..S-1 in order (deterministic).
-    const size_t bytes = static_cast<size_t>(plan.splits) * static_cast<size_t>(m * n) * sizeof(float);
-    partial = static_cast<float*>(workspace.get(bytes));
-    if (partial == nullptr) {
+  p.out = args.c;
+  p.out_ld = args.c_stride_m;
+  p.out_format = args.c_format;
+  const int64_t vec_bytes = 2 * out_bytes(args.c_format);
+  p.out_pairs = reinterpret_cast<uintptr_t>(args.c) % vec_bytes == 0 && (m == 1 || args.c_stride_m % 2 == 0);
+  p.out_tma = out_tma_storable(args);
+  if (p.out_tma) {
+    if (err = encode_out(args, maps.out); !err.empty()) return err;
+  }
+  if (plan.stream_k()) {
+    const size_t bytes = static_cast<size_t>(plan.partial_floats()) * sizeof(float);
+    p.partial = static_cast<float*>(workspace.get(bytes));
+    if (p.partial == nullptr) {
       return "gemm (CUDA): workspace allocation of " + std::to_string(bytes) +
-             " bytes for split-K partial sums failed";
-    }
-    p.out = partial;
-    p.out_ld = n;
-    p.split_plane = m * n;
-    p.out_format = OutFormat::kFP32;
-    p.out_pairs = n % 2 == 0;
-  } else {
-    p.out = args.c;
-    p.out_ld = args.c_stride_m;
-    p.out_format = args.c_format;
-    const int64_t vec_bytes = 2 * out_bytes(args.c_format);
-    p.out_pairs = reinterpret_cast<uintptr_t>(args.c) % vec_bytes == 0 &&
-                  (m == 1 || args.c_stride_m % 2 == 0);
-    p.out_tma = out_tma_storable(args, plan.splits);
-    if (p.out_tma) {
-      if (err = encode_out(args, maps.out); !err.empty()) return err;
+             " bytes for stream-K partial sums failed";
     }
   }
 
@@ -348,26 +356,26 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
     return cuda_error("fp8_gemm_kernel launch", e);
   }
 
-  if (plan.splits > 1) {
-    const int blocks = static_cast<int>(std::min<int64_t>(cuda::cdiv(m * n, cuda::kReduceThreads),
-                                                          static_cast<int64_t>(plan.grid) * kReduceBlocksPerSm));
+  if (plan.stream_k()) {
+    cuda::StreamKReduce r;
+    r.sched = plan.sched;
+    r.block_m = cfg.block_m;
+    r.block_n = cfg.block_n;
+    r.partial = p.partial;
+    r.m = m;
+    r.n = n;
+    r.out = args.c;
+    r.out_ld = args.c_stride_m;
+    const int64_t out_vec_bytes = cuda::kReduceVec * out_bytes(args.c_format);
+    r.out_vec = reinterpret_cast<uintptr_t>(args.c) % out_vec_bytes == 0 &&
+                (m == 1 || args.c_stride_m % cuda::kReduceVec == 0);
+    cudaError_t e = cudaSuccess;
     switch (args.c_format) {
-      case OutFormat::kBF16:
-        cuda::splitk_reduce_kernel<<<blocks, cuda::kReduceThreads, 0, stream>>>(
-            partial, plan.splits, m, n, static_cast<__nv_bfloat16*>(args.c), args.c_stride_m);
-        break;
-      case OutFormat::kFP16:
-        cuda::splitk_reduce_kernel<<<blocks, cuda::kReduceThreads, 0, stream>>>(
-            partial, plan.splits, m, n, static_cast<__half*>(args.c), args.c_stride_m);
-        break;
-      case OutFormat::kFP32:
-        cuda::splitk_reduce_kernel<<<blocks, cuda::kReduceThreads, 0, stream>>>(
-            partial, plan.splits, m, n, static_cast<float*>(args.c), args.c_stride_m);
-        break;
+      case OutFormat::kBF16: e = launch_reduce<__nv_bfloat16>(r, stream); break;
+      case OutFormat::kFP16: e = launch_reduce<__half>(r, stream); break;
+      case OutFormat::kFP32: e = launch_reduce<float>(r, stream); break;
     }
-    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) {
-      return cuda_error("splitk_reduce_kernel launch", e);
-    }
+    if (e != cudaSuccess) return cuda_error("stream_k_reduce_kernel launch", e);
   }
   return {};
 }

@@ -125,4 +125,13 @@ __device__ __forceinline__ void setmaxnreg_dec() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kRegs));
 }
 
+// ---- programmatic dependent launch (a kernel launched with programmaticStreamSerialization) ----
+// Lets the dependent grid be scheduled once every CTA of this grid has executed it (or exited).
+__device__ __forceinline__ void griddep_launch_dependents() {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+// Waits until the grids this one depends on have completed and their memory is visible (a no-op
+// for a normally launched kernel).
+__device__ __forceinline__ void griddep_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+
 }  // namespace gemm::cuda::ptx

@@ -4,7 +4,7 @@
 #   1. builds the tuning shim and the package in parallel;
 #   2. tune.py --check (every tile config, ragged shapes, layouts, output strides);
 #   3. the error tests (with a cuda-gdb backtrace if the process dies);
-#   4. tune.py --sweep: every config (and split counts) on the DeepSeek-V3 + challenge shapes, and cuBLAS;
+#   4. tune.py --sweep: every config, whole tiles and stream-K, on the DeepSeek-V3 + challenge shapes, and cuBLAS;
 #   5. ncu on 4096x7168x16384 for the configs named in PROFILE_CONFIGS;
 #   6. the accuracy diagnostic (tests' rule, challenge rule vs cuBLAS), then the GPU tests.
 # Each step is time-boxed. Everything lands in $OUT (sweep.jsonl, ncu text, a tarball of the logs).

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call that validates the CUDA backend on the H200 before anything is measured or merged:
 #   1. builds the tuning shim (scripts/cuda/tune_shim.cu) and the package (scripts/build.py) in parallel;
-#   2. scripts/cuda/tune.py --check: every tile config x {1, 3} splits on ragged shapes and layouts;
+#   2. scripts/cuda/tune.py --check: every tile config x {whole tiles, stream-K} on ragged shapes and layouts;
 #   3. the GPU tests (no -x: every failure is listed), the error tests on their own, then the slow ones;
 #   4. compute-sanitizer memcheck over scripts/cuda/sanitizer_cases.py.
 # Each step is time-boxed so a hang costs minutes, not the call. Logs: one tarball in $OUT (the device

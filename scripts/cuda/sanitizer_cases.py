@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A few ragged / split-K / repack / cluster shapes through the built package, each checked against
+"""A few ragged / stream-K / repack shapes through the built package, each checked against
 the float64 reference; run under compute-sanitizer by scripts/cuda/run_sanitizer.sh (H200 only)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import torch  # noqa: E402
 import kernels  # noqa: E402
 from _helpers import assert_close_gemm, make_inputs, reference_gemm  # noqa: E402
 
-CASES = [  # (m, n, k, layout): ragged M/N/K, K % 16 != 0, split-K, both BLOCK_M, M-major repack
+CASES = [  # (m, n, k, layout): ragged M/N/K, K % 16 != 0, stream-K, both BLOCK_M, M-major repack
     (1, 8, 16, "contiguous"),
     (77, 520, 1000, "contiguous"),
     (64, 576, 7168, "contiguous"),

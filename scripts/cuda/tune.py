@@ -5,13 +5,13 @@
         -o /tmp/libtune.so scripts/cuda/tune_shim.cu gemm/cuda/gemm_launcher.cu
     python3 scripts/cuda/tune.py /tmp/libtune.so [--check] [--suite] [--sweep FILE.jsonl]
 
---check: every tile config x {1, 3} splits on ragged shapes, plus M-major, misaligned, padded and
-         fp16/fp32 outputs, against an fp32 reference (fresh data, signed per-block scales);
+--check: every tile config x {whole tiles, stream-K} on ragged shapes, plus M-major, misaligned, padded
+         and fp16/fp32 outputs, against an fp32 reference (fresh data, signed per-block scales);
 --suite: DeepSeek-V3 and AMD-challenge shapes, ours (heuristic plan) vs cuBLAS block-scaled
          torch._scaled_mm (checked first; wrong results are reported as WRONG, not timed);
---sweep: times every config (and split counts that fill the GPU) per suite shape, and cuBLAS: the
-         data the cost model in gemm/cuda/gemm_heuristics.h is fitted to;
---profile M,N,K,CONFIG: two launches of one forced plan, for `ncu --launch-skip 1 --launch-count 1`.
+--sweep: times every config, whole tiles and stream-K, per suite shape, and cuBLAS: the data the cost
+         model in gemm/cuda/gemm_heuristics.h is fitted to;
+--profile M,N,K,CONFIG[,STREAM_K]: two launches of one forced plan, for `ncu --launch-skip 1 --launch-count 1`.
 Timing: CUDA events, a 256 MB buffer written before each iteration (cold L2), median.
 """
 
@@ -62,7 +62,7 @@ class Backend:
     def __init__(self, path: str):
         self.lib = ctypes.CDLL(path)
         self.lib.tune_gemm.argtypes = [ctypes.POINTER(GemmArgs), ALLOC, ctypes.c_void_p, ctypes.c_void_p,
-                                       ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
+                                       ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_int]  # config, stream_k
         self.lib.tune_plan.argtypes = [ctypes.c_longlong] * 3 + [ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
         self.lib.tune_config.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
         self.sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -72,7 +72,7 @@ class Backend:
             self.lib.tune_config(i, o)
             self.configs.append((o[0], o[1]))
 
-    def gemm(self, a, b, a_s, b_s, out=None, out_dtype=torch.bfloat16, config=-1, splits=1):
+    def gemm(self, a, b, a_s, b_s, out=None, out_dtype=torch.bfloat16, config=-1, stream_k=False):
         m, k = a.shape
         n = b.shape[0]
         c = out if out is not None else torch.empty(m, n, dtype=out_dtype, device="cuda")
@@ -81,7 +81,7 @@ class Backend:
                         c.data_ptr(), *c.stride(), 0, 0, OUT_FORMATS[c.dtype])
         err = ctypes.create_string_buffer(512)
         stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
-        if self.lib.tune_gemm(ctypes.byref(args), _allocate, None, stream, config, splits, err, 512):
+        if self.lib.tune_gemm(ctypes.byref(args), _allocate, None, stream, config, int(stream_k), err, 512):
             raise RuntimeError(err.value.decode())
         return c
 
@@ -143,12 +143,15 @@ def check(be: Backend) -> list[str]:
         if not ok:
             fails.append(name)
 
-    for cfg in range(len(be.configs)):
-        for splits in (1, 3):
-            for m, n, k in [(200, 300, 1040), (77, 520, 1000), (1, 8, 16), (300, 264, 384)]:
+    # Ragged shapes (fewer tiles than SMs: a stream-K plan spreads every tile over several CTAs), and
+    # shapes with whole waves plus a stream-K region (1 / 3 tiles past 132, pieces of 2-3 K blocks).
+    for cfg, (bm, bn) in enumerate(be.configs):
+        for sk in (False, True):
+            for m, n, k in [(200, 300, 1040), (77, 520, 1000), (1, 8, 16), (300, 264, 384),
+                            (bm * 7, bn * 19 + 8, 640), (bm * 3, bn * 45 - 24, 1152)]:
                 x = make(m, n, k)
-                report(f"config {be.configs[cfg]} splits {splits} {m}x{n}x{k}",
-                       *close(be.gemm(*x, config=cfg, splits=splits), reference(*x)))
+                report(f"config {be.configs[cfg]} stream_k {int(sk)} {m}x{n}x{k}",
+                       *close(be.gemm(*x, config=cfg, stream_k=sk), reference(*x)))
     m, n, k = 256, 384, 1536
     a, b, a_s, b_s = make(m, n, k)
     ref = reference(a, b, a_s, b_s)
@@ -172,7 +175,7 @@ def check(be: Backend) -> list[str]:
             ok, rel = close(out, ref)
             report(f"out {dt} row stride n+{pad}", ok and bool(buf[:, n:].isnan().all()), rel)
     # A scales read in place (row stride a multiple of 4 floats, padded rows) or copied (odd stride,
-    # misaligned base), on every 128-row config; kb = 12 with 3 splits starts splits mid-box.
+    # misaligned base), on every 128+-row config; kb = 12 with stream-K starts pieces mid-box.
     mm, kk = 200, 1536
     a, b, a_s, b_s = make(mm, n, kk)
     ref = reference(a, b, a_s, b_s)
@@ -182,17 +185,21 @@ def check(be: Backend) -> list[str]:
                            (f"row stride kb+{pad}, misaligned", buf[1:, :kk // SCALE_BLOCK])):
             view.copy_(a_s)
             for cfg, (bm, _) in enumerate(be.configs):
-                if bm == 128:
-                    for splits in (1, 3):
-                        report(f"config {be.configs[cfg]} splits {splits} a_scale {name}",
-                               *close(be.gemm(a, b, view, b_s, config=cfg, splits=splits), ref))
+                if bm >= 128:
+                    for sk in (False, True):
+                        report(f"config {be.configs[cfg]} stream_k {int(sk)} a_scale {name}",
+                               *close(be.gemm(a, b, view, b_s, config=cfg, stream_k=sk), ref))
     for cfg in range(len(be.configs)):
         x = make(1, 200, 256)
         report(f"config {be.configs[cfg]} m=1", *close(be.gemm(*x, config=cfg), reference(*x)))
+    for dt in (torch.float16, torch.float32):
+        x = make(100, 1000, 2000)
+        report(f"config {be.configs[0]} stream_k 1 out {dt}",
+               *close(be.gemm(*x, out_dtype=dt, config=0, stream_k=True), reference(*x)))
     x = make(64, 576, 7168)
-    first = be.gemm(*x, config=0, splits=8)
-    report("split-K bitwise repeatable x20", all(torch.equal(first, be.gemm(*x, config=0, splits=8))
-                                                 for _ in range(20)), 0.0)
+    first = be.gemm(*x, config=0, stream_k=True)
+    report("stream-K bitwise repeatable x20", all(torch.equal(first, be.gemm(*x, config=0, stream_k=True))
+                                                  for _ in range(20)), 0.0)
     return fails
 
 
@@ -233,19 +240,15 @@ def sweep(be: Backend, path: str, iters: int) -> None:
         for m, n, k in DS + CH + BIG:
             x = make(m, n, k)
             out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
-            kb, times = -(-k // SCALE_BLOCK), {}
+            times = {}
             try:
                 cublas_us = round(timeit(lambda: cublas(*x), iters), 2) if close(cublas(*x), reference(*x))[0] else None
             except RuntimeError:
                 cublas_us = None
             for cfg, (bm, bn) in enumerate(be.configs):
                 tiles = -(-m // bm) * -(-n // bn)
-                splits = {1}
-                if tiles * 2 <= be.sms:
-                    fill = max(1, min(16, kb // 2, be.sms // tiles))
-                    splits |= {fill, max(1, fill // 2)}
-                for s in sorted(splits):
-                    times[f"{cfg}/{s}"] = round(timeit(lambda: be.gemm(*x, out=out, config=cfg, splits=s), iters), 2)
+                for sk in (0, 1) if tiles % be.sms else (0,):  # whole waves: stream-K is the same plan
+                    times[f"{cfg}/{sk}"] = round(timeit(lambda: be.gemm(*x, out=out, config=cfg, stream_k=sk), iters), 2)
             best = min(times, key=times.get)
             f.write(json.dumps({"m": m, "n": n, "k": k, "best": best, "cublas": cublas_us, "t": times}) + "\n")
             f.flush()
@@ -255,11 +258,11 @@ def sweep(be: Backend, path: str, iters: int) -> None:
 
 
 def profile(be: Backend, spec: str) -> None:
-    """One warm-up and one measured launch of a forced plan "M,N,K,CONFIG[,SPLITS]" (for ncu)."""
+    """One warm-up and one measured launch of a forced plan "M,N,K,CONFIG[,STREAM_K]" (for ncu)."""
     m, n, k, cfg, *rest = (int(v) for v in spec.split(","))
     x = make(m, n, k)
     for _ in range(2):
-        out = be.gemm(*x, config=cfg, splits=rest[0] if rest else 1)
+        out = be.gemm(*x, config=cfg, stream_k=bool(rest[0]) if rest else False)
     torch.cuda.synchronize()
     print(f"PROFILE {m}x{n}x{k} config {be.configs[cfg]} ok={close(out, reference(*x))}")
 
@@ -271,7 +274,7 @@ def main() -> int:
     p.add_argument("--suite", action="store_true")
     p.add_argument("--sweep", metavar="JSONL")
     p.add_argument("--iters", type=int, default=10, help="timed iterations per sweep point")
-    p.add_argument("--profile", metavar="M,N,K,CONFIG[,SPLITS]")
+    p.add_argument("--profile", metavar="M,N,K,CONFIG[,STREAM_K]")
     args = p.parse_args()
     torch.manual_seed(0)
     torch.backends.cuda.matmul.allow_tf32 = False

@@ -1,5 +1,5 @@
 // C entry points over the CUDA backend for scripts/cuda/tune.py: run gemm_launch, or one forced
-// (tile config, split count) plan, with a workspace callback supplied from Python.
+// (tile config, whole tiles or stream-K) plan, with a workspace callback supplied from Python.
 #include <cuda_runtime.h>
 
 #include <cstring>
@@ -7,7 +7,7 @@
 #include "../../gemm/cuda/gemm_cuda.h"
 
 extern "C" int tune_gemm(const gemm::GemmArgs* args, void* (*allocate)(void*, size_t), void* context,
-                         void* stream, int config, int splits, char* error, int error_len) {
+                         void* stream, int config, int stream_k, char* error, int error_len) {
   const gemm::Workspace workspace{allocate, context};
   std::string e;
   if (config < 0) {
@@ -17,7 +17,7 @@ extern "C" int tune_gemm(const gemm::GemmArgs* args, void* (*allocate)(void*, si
     cudaGetDevice(&device);
     cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
     const int out_bytes = args->c_format == gemm::OutFormat::kFP32 ? 4 : 2;
-    const auto plan = gemm::cuda::make_plan(config, splits, args->m, args->n, args->k, sms, out_bytes);
+    const auto plan = gemm::cuda::make_plan(config, stream_k != 0, args->m, args->n, args->k, sms, out_bytes);
     e = gemm::cuda::launch_with_plan(*args, workspace, stream, plan);
   }
   std::strncpy(error, e.c_str(), error_len - 1);
@@ -25,13 +25,13 @@ extern "C" int tune_gemm(const gemm::GemmArgs* args, void* (*allocate)(void*, si
   return e.empty() ? 0 : 1;
 }
 
-// out = {config, block_m, block_n, splits, grid} of the heuristic's plan.
+// out = {config, block_m, block_n, stream_k, grid} of the heuristic's plan.
 extern "C" void tune_plan(long long m, long long n, long long k, int sms, int* out) {
   const auto p = gemm::cuda::choose_plan(m, n, k, sms, 2);
   out[0] = p.config;
   out[1] = gemm::cuda::kTileConfigs[p.config].block_m;
   out[2] = gemm::cuda::kTileConfigs[p.config].block_n;
-  out[3] = p.splits;
+  out[3] = p.stream_k() ? 1 : 0;
   out[4] = p.grid;
 }
 

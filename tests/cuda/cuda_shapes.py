@@ -1,8 +1,8 @@
 """Test shapes for the CUDA sm_90a backend.
 
 CONFIG_SHAPES must make gemm/cuda/gemm_heuristics.h pick every row of kTileConfigs at least once
-(test_cuda_heuristics.py checks that on the CPU, no GPU needed), including split-K plans, so the
-GPU tests run every kernel instantiation the package ships. Values are (m, n, k) for an H200 (132 SMs).
+(test_cuda_heuristics.py checks that on the CPU, no GPU needed), and stream-K plans with and without
+whole waves, so the GPU tests run every kernel instantiation and schedule the package ships. Values are (m, n, k) for an H200 (132 SMs).
 """
 
 H200_SMS = 132

@@ -94,7 +94,7 @@ def test_misaligned_views(kernel):
 @pytest.mark.parametrize("out_dtype", [torch.float16, torch.float32])
 def test_out_dtypes(kernel, out_dtype):
     run_and_check(kernel, 200, 2112, 2048, out_dtype=out_dtype)
-    run_and_check(kernel, 64, 576, 7168, out_dtype=out_dtype)  # split-K reduction path
+    run_and_check(kernel, 64, 576, 7168, out_dtype=out_dtype)  # stream-K reduction path
 
 
 def test_out_with_padded_row_stride(kernel):

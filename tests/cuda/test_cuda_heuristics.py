@@ -1,8 +1,11 @@
-"""CPU-side checks of the CUDA tile heuristic (gemm/cuda/gemm_heuristics.h, plain C++).
+"""CPU-side checks of the CUDA planner and tile schedule (gemm/cuda/gemm_heuristics.h and
+tile_scheduler.h, plain C++).
 
 Compiles tests/cuda/plan_probe.cpp with the host compiler and asks it for the plan of every shape
 in cuda_shapes.CONFIG_SHAPES: together they must reach every tile configuration the package
-instantiates, and a split-K plan, so that the GPU tests exercise every kernel that ships.
+instantiates, with whole tiles and with a stream-K region, so that the GPU tests exercise every
+kernel that ships. The probe also walks every CTA's work units of whole-tile and stream-K plans and
+checks them against what the stream-K reduction reads.
 """
 
 from __future__ import annotations
@@ -44,15 +47,35 @@ def test_config_shapes_cover_every_tile_config(probe):
     picked = {r[3] for r in rows}
     missing = sorted(set(range(num_configs)) - picked)
     assert not missing, f"no shape in CONFIG_SHAPES selects tile configs {missing}; plans: {rows}"
-    assert any(r[6] > 1 for r in rows), "no shape in CONFIG_SHAPES selects a split-K plan"
+    stream_k = [r for r in rows if r[6]]
+    assert any(r[8] == 0 for r in stream_k), "no shape in CONFIG_SHAPES selects a stream-K-only plan (decode)"
+    assert any(r[8] > 0 for r in stream_k), "no shape in CONFIG_SHAPES selects whole waves plus a stream-K region"
 
 
 def test_plans_are_valid(probe):
     _, rows = plans(probe, CONFIG_SHAPES + RAGGED_SHAPES + [(16384, 16384, 128), (1, 32768, 16384)])
-    for m, n, k, cfg, bm, bn, splits, grid in rows:
+    for m, n, k, cfg, bm, bn, stream_k, grid, dp_tiles, sk_tiles, sk_ctas in rows:
         assert bn % 8 == 0 and bm % 64 == 0 and bn <= 256, (m, n, k, bm, bn)
         assert 1 <= grid <= H200_SMS, (m, n, k, grid)
-        assert 1 <= splits <= -(-k // 128), (m, n, k, splits)
+        assert dp_tiles + sk_tiles == -(-m // bm) * -(-n // bn), (m, n, k, dp_tiles, sk_tiles)
+        if stream_k:
+            assert dp_tiles % grid == 0 and 1 <= sk_ctas <= grid and 0 < sk_tiles < H200_SMS, (m, n, k, grid)
+
+
+WALK_SHAPES = [  # ragged M/N/K, K of 1 block, region tiles of 1..131, many tiles
+    (1, 8, 16), (7, 192, 7168), (83, 576, 3884), (200, 300, 1040), (1, 200, 256), (129, 320, 1152),
+    (1030, 8224, 576), (4096, 7168, 2048), (6144, 576, 7168), (1024, 1536, 7168), (8448, 128, 384),
+    (8512, 4160, 128), (64, 24576, 1536),
+]
+
+
+@pytest.mark.parametrize("sms", [H200_SMS, 114, 7])
+def test_schedule_covers_every_k_block_once(probe, sms):
+    """Every (tile, K block) runs exactly once; stream-K pieces land in distinct workspace slots, and the
+    reduction finds each region tile's pieces in K order (H200, H100 PCIe and a tiny SM count)."""
+    text = "\n".join(f"{m} {n} {k}" for m, n, k in CONFIG_SHAPES + RAGGED_SHAPES + WALK_SHAPES)
+    res = subprocess.run([str(probe), str(sms), "--walk"], input=text, capture_output=True, text=True)
+    assert res.returncode == 0 and res.stdout.strip().endswith(" 0 failures"), res.stdout[-3000:]
 
 
 def test_tma_scale_shape_uses_a_128_row_tile(probe):
