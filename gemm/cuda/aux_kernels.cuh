@@ -16,31 +16,111 @@ namespace gemm::cuda {
 // ---- repack: dst[r, c] = src[r * stride_r + c * stride_c], dst rows `ld` bytes apart ----
 // TMA needs K contiguous with 16-byte aligned base and row stride. M/N-major operands (the AMD
 // challenge layout, strides (1, rows)), K % 16 != 0 row strides and misaligned views are copied
-// through a shared-memory tile so that both the read and the write walk their unit-stride dim.
-constexpr int kRepackTile = 64;
+// through a shared-memory tile of kRepackTile x kRepackTile bytes. Each thread loads a block of
+// kRepackBlockRows rows x kRepackBlockCols columns, turns it into one 4-byte word per row (a byte
+// transpose when the source is M/N-major) and writes the words to the tile; the tile is then
+// stored row by row in 16-byte chunks.
+constexpr int kRepackTile = 128;
 constexpr int kRepackThreads = 256;
-constexpr int kRepackPad = 4;  // breaks bank conflicts of the column walk
+// Caps registers at 64 (the byte path keeps 64 loads in flight) so that 4 tiles, 64 KB of loads,
+// are in flight per SM.
+constexpr int kRepackMinBlocksPerSm = 4;
+constexpr int kRepackVecBytes = 16;                    // one uint4: a column of a block, a chunk of a row
+constexpr int kRepackBlockRows = kRepackVecBytes;      // one vector load per block column
+constexpr int kRepackBlockCols = sizeof(uint32_t);     // one word per block row
+constexpr int kRepackRowBlocks = kRepackTile / kRepackBlockRows;
+constexpr int kRepackColBlocks = kRepackTile / kRepackBlockCols;
+constexpr int kRepackChunksPerRow = kRepackTile / kRepackVecBytes;
+constexpr int kRepackStoresPerThread = kRepackTile * kRepackChunksPerRow / kRepackThreads;
+static_assert(kRepackRowBlocks * kRepackColBlocks == kRepackThreads, "one block per thread");
+static_assert(kRepackRowBlocks == kRepackChunksPerRow, "the row-block XOR permutes a row's chunks");
+static_assert(kRepackStoresPerThread * kRepackThreads == kRepackTile * kRepackChunksPerRow, "whole stores");
 
-__global__ void __launch_bounds__(kRepackThreads)
+// Chunk index of (row, chunk) in the tile. XOR-ing the chunk with the row block makes both the
+// load phase (a warp writes one word of 32 different blocks) and the store phase (a quarter-warp
+// reads one row) hit all 32 banks once.
+__device__ __forceinline__ int repack_tile_chunk(int row, int chunk) {
+  return row * kRepackChunksPerRow + (chunk ^ (row / kRepackBlockRows));
+}
+
+// words[i] = bytes (r + i, c .. c + 3) of the source, little-endian, zero outside rows x cols.
+// kLoadBytes == kRepackVecBytes: the source is M/N-major (stride_r == 1) with a 16-byte aligned
+// base and stride_c, so an interior block is four uint4 column loads and a 4 x 4 byte transpose
+// (two prmt levels) per 4 rows; edge blocks and every other layout read byte by byte.
+template <int kLoadBytes>
+__device__ __forceinline__ void repack_load_block(const uint8_t* __restrict__ src, int64_t rows, int64_t cols,
+                                                  int64_t stride_r, int64_t stride_c, int64_t r, int64_t c,
+                                                  uint32_t (&words)[kRepackBlockRows]) {
+  static_assert(kLoadBytes == 1 || kLoadBytes == kRepackVecBytes, "byte or uint4 loads");
+  if constexpr (kLoadBytes == kRepackVecBytes) {
+    if (r + kRepackBlockRows <= rows && c + kRepackBlockCols <= cols) {
+      uint4 col[kRepackBlockCols];
+#pragma unroll
+      for (int j = 0; j < kRepackBlockCols; ++j) {
+        col[j] = __ldg(reinterpret_cast<const uint4*>(src + r + (c + j) * stride_c));
+      }
+      const auto transpose4 = [&](int i, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3) {
+        // a_j holds rows i .. i + 3 of column j; interleave bytes, then 16-bit halves.
+        const uint32_t lo01 = __byte_perm(a0, a1, 0x5140), hi01 = __byte_perm(a0, a1, 0x7362);
+        const uint32_t lo23 = __byte_perm(a2, a3, 0x5140), hi23 = __byte_perm(a2, a3, 0x7362);
+        words[i + 0] = __byte_perm(lo01, lo23, 0x5410);
+        words[i + 1] = __byte_perm(lo01, lo23, 0x7632);
+        words[i + 2] = __byte_perm(hi01, hi23, 0x5410);
+        words[i + 3] = __byte_perm(hi01, hi23, 0x7632);
+      };
+      transpose4(0, col[0].x, col[1].x, col[2].x, col[3].x);
+      transpose4(4, col[0].y, col[1].y, col[2].y, col[3].y);
+      transpose4(8, col[0].z, col[1].z, col[2].z, col[3].z);
+      transpose4(12, col[0].w, col[1].w, col[2].w, col[3].w);
+      return;
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kRepackBlockRows; ++i) {
+    words[i] = 0;
+#pragma unroll
+    for (int j = 0; j < kRepackBlockCols; ++j) {
+      if (r + i < rows && c + j < cols) {
+        words[i] |= static_cast<uint32_t>(src[(r + i) * stride_r + (c + j) * stride_c]) << (8 * j);
+      }
+    }
+  }
+}
+
+template <int kLoadBytes>
+__global__ void __launch_bounds__(kRepackThreads, kRepackMinBlocksPerSm)
     repack_k_major_kernel(const uint8_t* __restrict__ src, int64_t rows, int64_t cols,
                           int64_t stride_r, int64_t stride_c, uint8_t* __restrict__ dst, int64_t ld) {
-  __shared__ uint8_t tile[kRepackTile][kRepackTile + kRepackPad];
+  __shared__ uint4 tile[kRepackTile * kRepackChunksPerRow];
+  auto* tile_words = reinterpret_cast<uint32_t*>(tile);
+  // Consecutive threads walk the source's unit-stride dimension, so a warp's loads touch few lines.
   const bool rows_contiguous = stride_r == 1 && stride_c != 1;
+  const int t = threadIdx.x;
+  const int row_block = rows_contiguous ? t % kRepackRowBlocks : t / kRepackColBlocks;
+  const int col_block = rows_contiguous ? t / kRepackRowBlocks : t % kRepackColBlocks;
+  const int block_row0 = row_block * kRepackBlockRows;
+  const int block_col0 = col_block * kRepackBlockCols;
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kRepackTile;
   for (int64_t r0 = static_cast<int64_t>(blockIdx.y) * kRepackTile; r0 < rows;
        r0 += static_cast<int64_t>(gridDim.y) * kRepackTile) {
-    for (int i = threadIdx.x; i < kRepackTile * kRepackTile; i += kRepackThreads) {
-      const int fast = i % kRepackTile, slow = i / kRepackTile;
-      const int rr = rows_contiguous ? fast : slow;
-      const int cc = rows_contiguous ? slow : fast;
-      const int64_t r = r0 + rr, c = c0 + cc;
-      tile[rr][cc] = (r < rows && c < cols) ? src[r * stride_r + c * stride_c] : uint8_t{0};
+    uint32_t words[kRepackBlockRows];
+    repack_load_block<kLoadBytes>(src, rows, cols, stride_r, stride_c, r0 + block_row0, c0 + block_col0, words);
+#pragma unroll
+    for (int i = 0; i < kRepackBlockRows; ++i) {
+      const int chunk = repack_tile_chunk(block_row0 + i, block_col0 / kRepackVecBytes);
+      tile_words[chunk * kRepackBlockCols + block_col0 % kRepackVecBytes / kRepackBlockCols] = words[i];
     }
     __syncthreads();
-    for (int i = threadIdx.x; i < kRepackTile * kRepackTile; i += kRepackThreads) {
-      const int cc = i % kRepackTile, rr = i / kRepackTile;
-      const int64_t r = r0 + rr, c = c0 + cc;
-      if (r < rows && c < cols) dst[r * ld + c] = tile[rr][cc];
+#pragma unroll
+    for (int s = 0; s < kRepackStoresPerThread; ++s) {
+      const int i = t + s * kRepackThreads;
+      const int row = i / kRepackChunksPerRow, chunk = i % kRepackChunksPerRow;
+      const int64_t r = r0 + row, c = c0 + chunk * kRepackVecBytes;
+      // c < cols <= ld with c and ld multiples of 16: the whole chunk lies inside the row's ld bytes
+      // (the bytes past cols are the zeros of the load phase).
+      if (r < rows && c < cols) {
+        *reinterpret_cast<uint4*>(dst + r * ld + c) = tile[repack_tile_chunk(row, chunk)];
+      }
     }
     __syncthreads();
   }

@@ -102,9 +102,14 @@ std::string prepare_operand(const char* name, const void* ptr, int64_t rows, int
     return std::string("gemm (CUDA): workspace allocation of ") + std::to_string(bytes) +
            " bytes for the K-major copy of `" + name + "` failed";
   }
+  // uint4 column loads need an M/N-major source whose base and column stride are 16-byte aligned.
+  const bool vector_loads = stride_row == 1 && reinterpret_cast<uintptr_t>(ptr) % cuda::kRepackVecBytes == 0 &&
+                            (k == 1 || stride_k % cuda::kRepackVecBytes == 0);
+  const auto repack = vector_loads ? cuda::repack_k_major_kernel<cuda::kRepackVecBytes>
+                                   : cuda::repack_k_major_kernel<1>;
   const dim3 grid(static_cast<unsigned>(cuda::cdiv(k, cuda::kRepackTile)),
                   static_cast<unsigned>(std::min(cuda::cdiv(rows, cuda::kRepackTile), kMaxGridY)));
-  cuda::repack_k_major_kernel<<<grid, cuda::kRepackThreads, 0, stream>>>(
+  repack<<<grid, cuda::kRepackThreads, 0, stream>>>(
       static_cast<const uint8_t*>(ptr), rows, k, stride_row, stride_k, dst, packed_ld);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) {
     return cuda_error((std::string("repack_k_major_kernel launch for `") + name + "`").c_str(), e);
