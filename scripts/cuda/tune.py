@@ -48,7 +48,10 @@ class GemmArgs(ctypes.Structure):  # mirrors gemm::GemmArgs (gemm/gemm_launcher.
 
 
 ALLOC = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
-_workspace: list[torch.Tensor] = []  # kept alive until the process ends (the stream may still use them)
+# One call's workspace, released when the call returns as the binding does: the caching allocator hands
+# the blocks out again only to later work on the same stream. (Keeping them alive for the whole run
+# made every call with a large workspace pay a synchronous cudaMalloc inside the timed region.)
+_workspace: list[torch.Tensor] = []
 
 
 @ALLOC
@@ -81,8 +84,11 @@ class Backend:
                         c.data_ptr(), *c.stride(), 0, 0, OUT_FORMATS[c.dtype])
         err = ctypes.create_string_buffer(512)
         stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
-        if self.lib.tune_gemm(ctypes.byref(args), _allocate, None, stream, config, int(stream_k), err, 512):
-            raise RuntimeError(err.value.decode())
+        try:
+            if self.lib.tune_gemm(ctypes.byref(args), _allocate, None, stream, config, int(stream_k), err, 512):
+                raise RuntimeError(err.value.decode())
+        finally:
+            _workspace.clear()
         return c
 
     def plan(self, m, n, k):
