@@ -22,6 +22,7 @@ CONFIG_SHAPES = [
     (4096, 7168, 2048),
     (6144, 4096, 512),
     (1024, 576, 7168),
+    (4096, 7168, 16384),  # whole waves of 192x128 tiles plus a stream-K region of 44 tiles
 ]
 
 # Ragged shapes: M, N, K not multiples of the tiles or of 128, K % 16 != 0 (repack path).
