@@ -161,6 +161,7 @@ constexpr int kReduceThreads = 256;
 constexpr int kReduceRows = 8;  // tile rows per block: grid = region tiles x BLOCK_M / kReduceRows
 constexpr int kReduceVec = 4;   // floats per load (slots are 16-byte aligned, BLOCK_N % 16 == 0)
 constexpr int kReduceVecsPerThread = kReduceRows * hopper::kWgmmaMaxN / kReduceVec / kReduceThreads;
+constexpr int kReducePiecesInFlight = 8;  // loads in flight per thread and vector
 
 template <typename T> __device__ __forceinline__ T convert_out(float v);
 template <> __device__ __forceinline__ __nv_bfloat16 convert_out(float v) { return __float2bfloat16_rn(v); }
@@ -194,18 +195,32 @@ __global__ void __launch_bounds__(kReduceThreads) stream_k_reduce_kernel(const S
   const int64_t slot_floats = static_cast<int64_t>(r.block_m) * r.block_n;
   const int64_t block_offset = static_cast<int64_t>(blockIdx.y) * kReduceRows * r.block_n;
   // Whole rows of the slots are summed (every piece writes its full tile); only the store is clipped.
+  // kReducePiecesInFlight pieces are loaded before any is added (a region tile can have dozens of
+  // pieces; one load at a time left the kernel latency-bound), then added in K order.
   float4 sum[kReduceVecsPerThread] = {};
-  for (int64_t c = first_cta; c <= last_cta; ++c) {
-    const float* slot = r.partial + sk_slot(s, c, region_tile) * slot_floats + block_offset;
+  for (int64_t c0 = first_cta; c0 <= last_cta; c0 += kReducePiecesInFlight) {
+    float4 v[kReducePiecesInFlight][kReduceVecsPerThread];
 #pragma unroll
-    for (int j = 0; j < kReduceVecsPerThread; ++j) {
-      const int i = threadIdx.x + j * kReduceThreads;
-      if (i >= vecs) break;
-      const float4 v = *reinterpret_cast<const float4*>(slot + i * kReduceVec);
-      sum[j].x += v.x;
-      sum[j].y += v.y;
-      sum[j].z += v.z;
-      sum[j].w += v.w;
+    for (int u = 0; u < kReducePiecesInFlight; ++u) {
+      if (c0 + u > last_cta) break;
+      const float* slot = r.partial + sk_slot(s, c0 + u, region_tile) * slot_floats + block_offset;
+#pragma unroll
+      for (int j = 0; j < kReduceVecsPerThread; ++j) {
+        const int i = threadIdx.x + j * kReduceThreads;
+        if (i < vecs) v[u][j] = *reinterpret_cast<const float4*>(slot + i * kReduceVec);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kReducePiecesInFlight; ++u) {
+      if (c0 + u > last_cta) break;
+#pragma unroll
+      for (int j = 0; j < kReduceVecsPerThread; ++j) {
+        if (threadIdx.x + j * kReduceThreads >= vecs) break;
+        sum[j].x += v[u][j].x;
+        sum[j].y += v[u][j].y;
+        sum[j].z += v[u][j].z;
+        sum[j].w += v[u][j].w;
+      }
     }
   }
 #pragma unroll
