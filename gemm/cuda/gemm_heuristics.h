@@ -132,8 +132,10 @@ GEMM_HOST_DEVICE constexpr int smem_bytes(const TileConfig& c) {
 }
 constexpr int kMinStages = 4;  // fewer cannot cover the TMA latency of a K block
 
-// K blocks per stream-K range at least: a piece costs an fp32 tile store and a read in the reduction.
-constexpr int kMinStreamKIters = 2;
+// K blocks per stream-K range at least: a piece costs an fp32 tile store, a read in the reduction and
+// a pipeline fill. Measured on the H200 (heuristic plans, 2 vs 8): 64x576x7168 13.7 -> 11.3 us,
+// 7x192x7168 13.1 -> 9.6 us, the same plans and times where ranges are longer anyway.
+constexpr int kMinStreamKIters = 8;
 
 // H200 per-SM model constants, fitted to tune.py --sweep runs of this kernel (every config, whole
 // tiles and stream-K, on the DeepSeek-V3 + challenge shapes; benchmarks/results/cuda_notes.md,
