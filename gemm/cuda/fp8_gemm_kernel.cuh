@@ -3,7 +3,8 @@
 // One template, instantiated per row of kTileConfigs (gemm_heuristics.h):
 //  - a persistent grid walks the work units of tile_scheduler.h: whole tiles in grouped order (kGroupM,
 //    so that CTAs running at the same time share A and B tiles in L2), then stream-K pieces of the
-//    partial last wave, whose fp32 partial sums stream_k_reduce_kernel adds up;
+//    partial last wave: later pieces hand their fp32 partial sums to the tile's head through a
+//    workspace slot and a flag, and the head adds them before its epilogue;
 //  - one producer warpgroup (registers given away with setmaxnreg.dec) fills a kStages-deep ring
 //    guarded by full/empty mbarriers: one thread issues the TMA loads of 128B-swizzled A/B tiles
 //    (and, for two-warpgroup tiles, of the K block's A scales), one warp copies the remaining scales
@@ -50,7 +51,8 @@ struct KernelParams {
   int64_t b_scale_stride_n = 0, b_scale_stride_k = 0;
   void* out = nullptr;
   int64_t out_ld = 0;
-  float* partial = nullptr;  // stream-K slots of BLOCK_M x BLOCK_N floats (sched.sk_tiles > 0)
+  float* partial = nullptr;  // stream-K slots of BLOCK_M x BLOCK_N floats, one per range (sched.sk_tiles > 0)
+  int* sk_flags = nullptr;   // per (range, math warpgroup): its slot rows are written; zero at launch
   OutFormat out_format = OutFormat::kBF16;
   bool out_pairs = false;   // base and row stride allow 2-element vector stores
   bool out_tma = false;     // 16-bit output stored through the staging tile by TMA (tmap_out is valid)
@@ -169,8 +171,8 @@ __device__ __forceinline__ void store_tile_direct(const float (&acc)[kAcc], cons
   }
 }
 
-// A stream-K piece: the warpgroup's 64 x kBlockN fp32 partial into its rows of a workspace slot (row-major,
-// kBlockN floats a row; whole tiles, the reduction skips what lies past M and N).
+// A stream-K piece: the warpgroup's 64 x kBlockN fp32 partial into its rows of a workspace slot
+// (row-major, kBlockN floats a row), in the accumulator fragment's layout.
 template <int kBlockN, int kAcc>
 __device__ __forceinline__ void store_partial(const float (&acc)[kAcc], float* slot_rows, int frag_row0,
                                               int frag_col0) {
@@ -182,6 +184,23 @@ __device__ __forceinline__ void store_partial(const float (&acc)[kAcc], float* s
       const int col = frag_col0 + q * hopper::kFragColStride;
       *reinterpret_cast<float2*>(slot_rows + row * kBlockN + col) =
           make_float2(acc[q * hopper::kFragRegsPerQuad + 2 * h], acc[q * hopper::kFragRegsPerQuad + 2 * h + 1]);
+    }
+  }
+}
+
+// acc += a partial that store_partial wrote (another SM's: read from L2, never from this SM's L1).
+template <int kBlockN, int kAcc>
+__device__ __forceinline__ void add_partial(float (&acc)[kAcc], const float* slot_rows, int frag_row0,
+                                            int frag_col0) {
+#pragma unroll
+  for (int q = 0; q < kAcc / hopper::kFragRegsPerQuad; ++q) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = frag_row0 + h * hopper::kFragRowHalf;
+      const int col = frag_col0 + q * hopper::kFragColStride;
+      const float2 v = __ldcg(reinterpret_cast<const float2*>(slot_rows + row * kBlockN + col));
+      acc[q * hopper::kFragRegsPerQuad + 2 * h] += v.x;
+      acc[q * hopper::kFragRegsPerQuad + 2 * h + 1] += v.y;
     }
   }
 }
@@ -301,9 +320,6 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
     ptx::fence_barrier_init();
   }
   __syncthreads();
-  // The stream-K reduction (launched as this grid's programmatic dependent) may be scheduled now; it
-  // waits for this grid to complete before it reads a partial.
-  ptx::griddep_launch_dependents();
 
   if (warpgroup == kMathWG) {
     // ---------------- producer ----------------
@@ -473,12 +489,30 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
         }
       }
 
+      // Named barrier 1 + warpgroup syncs this warpgroup alone (0 is __syncthreads).
+      const uint32_t wg_barrier = 1 + warpgroup;
+      const int64_t wg_slot_offset = static_cast<int64_t>(warpgroup) * hopper::kWgmmaM * kBlockN;
+      constexpr int64_t kSlotFloats = static_cast<int64_t>(kBlockM) * kBlockN;
       if (w.slot >= 0) {
-        store_partial<kBlockN>(acc, p.partial + (w.slot * kBlockM + warpgroup * hopper::kWgmmaM) * kBlockN,
-                               frag_row0, frag_col0);
-      } else if (p.out_tma) {
-        store_tile_by_tma<kBlockN>(acc, p, &tmap_out, smem_out + warpgroup * kStagingBytesPerWG,
-                                   1 + warpgroup, tid, w.m_blk * kBlockM + warpgroup * hopper::kWgmmaM, n0);
+        // A later stream-K piece: hand the partial to the tile's head.
+        store_partial<kBlockN>(acc, p.partial + w.slot * kSlotFloats + wg_slot_offset, frag_row0, frag_col0);
+        ptx::named_barrier_sync(wg_barrier, hopper::kWarpgroupThreads);
+        if (tid == 0) ptx::flag_raise(p.sk_flags + w.slot * kMathWG + warpgroup);
+        continue;
+      }
+      if (w.fix_begin < w.fix_end) {
+        // A stream-K head: add the later pieces in K order (fixed, so the result is deterministic).
+        if (tid == 0) {
+          for (int j = w.fix_begin; j < w.fix_end; ++j) ptx::flag_wait(p.sk_flags + j * kMathWG + warpgroup);
+        }
+        ptx::named_barrier_sync(wg_barrier, hopper::kWarpgroupThreads);
+        for (int j = w.fix_begin; j < w.fix_end; ++j) {
+          add_partial<kBlockN>(acc, p.partial + j * kSlotFloats + wg_slot_offset, frag_row0, frag_col0);
+        }
+      }
+      if (p.out_tma) {
+        store_tile_by_tma<kBlockN>(acc, p, &tmap_out, smem_out + warpgroup * kStagingBytesPerWG, wg_barrier, tid,
+                                   w.m_blk * kBlockM + warpgroup * hopper::kWgmmaM, n0);
       } else {
         store_tile_direct(acc, p, row0, n0 + frag_col0);
       }

@@ -132,7 +132,7 @@ GEMM_HOST_DEVICE constexpr int smem_bytes(const TileConfig& c) {
 }
 constexpr int kMinStages = 4;  // fewer cannot cover the TMA latency of a K block
 
-// K blocks per stream-K range at least: a piece costs an fp32 tile store, a read in the reduction and
+// K blocks per stream-K range at least: a piece costs an fp32 tile store, its read by the head and
 // a pipeline fill. Measured on the H200 (heuristic plans, 2 vs 8): 64x576x7168 13.7 -> 11.3 us,
 // 7x192x7168 13.1 -> 9.6 us, the same plans and times where ranges are longer anyway.
 constexpr int kMinStreamKIters = 8;
@@ -142,11 +142,9 @@ constexpr int kMinStreamKIters = 8;
 // benchmarks/results/h200/sweep_*.jsonl). Tensor rate per SM under the power cap: 6e6 FLOP/us for one
 // math warpgroup, 9.5e6 for two, 10.5e6 for three (their wgmmas cover each other's promotions);
 // kSmBytesPerUs bounds the rate a CTA takes in its (BM+BN)*128 bytes per K block; kDramBytesPerUs the
-// whole-GPU streaming rate of decode shapes. The stream-K terms are fitted to sweep_streamk.jsonl: a
-// stream-K plan costs about 1 us plus its partials at 0.7 TB/s more than its share of K blocks, so it
-// wins only where whole tiles leave most SMs idle (decode shapes with few tiles and long K); with the
-// whole-tile constants unchanged, the chosen plans run within 0.4 % (geomean over 41 shapes) of the
-// fastest measured one.
+// whole-GPU streaming rate of decode shapes. Stream-K adds to its share of K blocks a fixed cost (the
+// flag reset before the launch, the head's wait) and, on the critical path, one partial written by a
+// later piece and those its head reads back at kFixupBytesPerUs per SM.
 constexpr double kSmFlopsPerUs[kMaxMathWarpgroups] = {6.0e6, 9.5e6, 10.5e6};
 constexpr double sm_flops_per_us(const TileConfig& c) {
   return kSmFlopsPerUs[num_math_warpgroups(c) - 1];
@@ -156,8 +154,8 @@ GEMM_HOST_DEVICE constexpr double unit_overhead_us(const TileConfig& c) {  // dr
 }
 constexpr double kSmBytesPerUs = 70.0e3;
 constexpr double kDramBytesPerUs = 3.0e6;
-constexpr double kReduceLaunchUs = 1.0;      // the reduction kernel (its launch overlaps the GEMM's tail)
-constexpr double kReduceBytesPerUs = 0.7e6;  // the partials: written by the GEMM, read by the reduction
+constexpr double kStreamKFixedUs = 1.0;
+constexpr double kFixupBytesPerUs = 70.0e3;
 
 struct Plan {
   int config = 0;  // index into kTileConfigs
@@ -166,10 +164,13 @@ struct Plan {
   int grid = 0;    // persistent CTAs
   double cost_us = 0;
   constexpr bool stream_k() const { return sched.sk_tiles > 0; }
-  // Workspace floats for the stream-K partials: one BLOCK_M x BLOCK_N slot per (SK CTA, piece).
+  // Workspace of the stream-K hand-off: one BLOCK_M x BLOCK_N fp32 slot per range, and one flag per
+  // (range, math warpgroup), zeroed before the launch.
   constexpr int64_t partial_floats() const {
-    return static_cast<int64_t>(sched.sk_ctas) * sched.sk_max_pieces * kTileConfigs[config].block_m *
-           kTileConfigs[config].block_n;
+    return static_cast<int64_t>(sched.sk_ctas) * kTileConfigs[config].block_m * kTileConfigs[config].block_n;
+  }
+  constexpr int64_t num_flags() const {
+    return static_cast<int64_t>(sched.sk_ctas) * num_math_warpgroups(kTileConfigs[config]);
   }
 };
 
@@ -208,13 +209,14 @@ inline Plan make_plan(int config, bool stream_k, int64_t m, int64_t n, int64_t k
                          (1.0 + 16.0 / c.block_n);  // narrow wgmma re-reads A more per FLOP
   const double stream = kb_per_cta * stage_bytes(c) / kSmBytesPerUs;
   const double unique = static_cast<double>(m * k + n * k + m * n * out_bytes);
-  // About one piece per SK CTA and one more per region tile: an fp32 tile written by the GEMM and
-  // read back by the reduction.
-  const double partials =
-      p.stream_k() ? static_cast<double>(s.sk_ctas + s.sk_tiles) * c.block_m * c.block_n * sizeof(float) : 0.0;
-  const double dram = (unique + partials) / kDramBytesPerUs;
+  // At most one later piece per range: an fp32 tile written to L2 and read back by its head.
+  const double tile_partial_bytes = static_cast<double>(c.block_m) * c.block_n * sizeof(float);
+  const double partials = p.stream_k() ? static_cast<double>(s.sk_ctas) * tile_partial_bytes : 0.0;
+  const double dram = (unique + 2.0 * partials) / kDramBytesPerUs;
+  const double reads_per_head = p.stream_k() ? static_cast<double>(cdiv(s.sk_ctas, s.sk_tiles)) : 0.0;
   p.cost_us = std::max({compute, stream, dram}) + units_per_cta * unit_overhead_us(c) +
-              (p.stream_k() ? kReduceLaunchUs + partials / kReduceBytesPerUs : 0.0);
+              (p.stream_k() ? kStreamKFixedUs + (1.0 + reads_per_head) * tile_partial_bytes / kFixupBytesPerUs
+                            : 0.0);
   return p;
 }
 

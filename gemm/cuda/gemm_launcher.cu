@@ -1,9 +1,8 @@
 // CUDA sm_90a implementation of gemm::gemm_launch (see gemm/gemm_launcher.h).
 //
 // Per call: pick a plan (gemm_heuristics.h), make A and B TMA-readable (repack into workspace only
-// when their layout needs it), encode the tensor maps, launch the persistent kernel on the caller's
-// stream, and for stream-K plans the fixed-order reduction as its programmatic dependent. Never
-// synchronizes, never prints.
+// when their layout needs it), encode the tensor maps, zero the stream-K flags, and launch the
+// persistent kernel on the caller's stream. Never synchronizes, never prints.
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -259,24 +258,6 @@ constexpr auto kLaunchers = make_launchers(std::make_index_sequence<cuda::kNumTi
 
 int out_bytes(OutFormat f) { return f == OutFormat::kFP32 ? 4 : 2; }
 
-// The stream-K reduction, launched with programmatic stream serialization: it may be scheduled while
-// the GEMM's last CTAs run (they trigger it at their start) and waits in-kernel for the GEMM to finish,
-// which hides its launch latency. Capture-safe (a programmatic edge in a CUDA graph).
-template <typename T>
-cudaError_t launch_reduce(const cuda::StreamKReduce& r, cudaStream_t stream) {
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(static_cast<unsigned>(r.sched.sk_tiles), static_cast<unsigned>(r.block_m / cuda::kReduceRows));
-  config.blockDim = dim3(cuda::kReduceThreads);
-  config.stream = stream;
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = &attr;
-  config.numAttrs = 1;
-  return cudaLaunchKernelEx(&config, cuda::stream_k_reduce_kernel<T>, r);
-}
-
-
 }  // namespace
 
 namespace cuda {
@@ -349,38 +330,23 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
     if (err = encode_out(args, maps.out); !err.empty()) return err;
   }
   if (plan.stream_k()) {
-    const size_t bytes = static_cast<size_t>(plan.partial_floats()) * sizeof(float);
-    p.partial = static_cast<float*>(workspace.get(bytes));
-    if (p.partial == nullptr) {
-      return "gemm (CUDA): workspace allocation of " + std::to_string(bytes) +
-             " bytes for stream-K partial sums failed";
+    // Slots, then flags: the slots are whole 16-byte multiples, so the flags stay aligned.
+    const size_t slot_bytes = static_cast<size_t>(plan.partial_floats()) * sizeof(float);
+    const size_t flag_bytes = static_cast<size_t>(plan.num_flags()) * sizeof(int);
+    auto* base = static_cast<uint8_t*>(workspace.get(slot_bytes + flag_bytes));
+    if (base == nullptr) {
+      return "gemm (CUDA): workspace allocation of " + std::to_string(slot_bytes + flag_bytes) +
+             " bytes for the stream-K hand-off failed";
+    }
+    p.partial = reinterpret_cast<float*>(base);
+    p.sk_flags = reinterpret_cast<int*>(base + slot_bytes);
+    if (const cudaError_t e = cudaMemsetAsync(p.sk_flags, 0, flag_bytes, stream); e != cudaSuccess) {
+      return cuda_error("cudaMemsetAsync of the stream-K flags", e);
     }
   }
 
   if (const cudaError_t e = kLaunchers[plan.config](maps, p, plan.grid, stream); e != cudaSuccess) {
     return cuda_error("fp8_gemm_kernel launch", e);
-  }
-
-  if (plan.stream_k()) {
-    cuda::StreamKReduce r;
-    r.sched = plan.sched;
-    r.block_m = cfg.block_m;
-    r.block_n = cfg.block_n;
-    r.partial = p.partial;
-    r.m = m;
-    r.n = n;
-    r.out = args.c;
-    r.out_ld = args.c_stride_m;
-    const int64_t out_vec_bytes = cuda::kReduceVec * out_bytes(args.c_format);
-    r.out_vec = reinterpret_cast<uintptr_t>(args.c) % out_vec_bytes == 0 &&
-                (m == 1 || args.c_stride_m % cuda::kReduceVec == 0);
-    cudaError_t e = cudaSuccess;
-    switch (args.c_format) {
-      case OutFormat::kBF16: e = launch_reduce<__nv_bfloat16>(r, stream); break;
-      case OutFormat::kFP16: e = launch_reduce<__half>(r, stream); break;
-      case OutFormat::kFP32: e = launch_reduce<float>(r, stream); break;
-    }
-    if (e != cudaSuccess) return cuda_error("stream_k_reduce_kernel launch", e);
   }
   return {};
 }

@@ -125,13 +125,19 @@ __device__ __forceinline__ void setmaxnreg_dec() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kRegs));
 }
 
-// ---- programmatic dependent launch (a kernel launched with programmaticStreamSerialization) ----
-// Lets the dependent grid be scheduled once every CTA of this grid has executed it (or exited).
-__device__ __forceinline__ void griddep_launch_dependents() {
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+// ---- flags between CTAs (the stream-K hand-off), gpu scope ----
+// Raises a zeroed flag once the caller's earlier writes, and those it observed through a barrier
+// (release cumulativity), are visible GPU-wide.
+__device__ __forceinline__ void flag_raise(int* flag) {
+  asm volatile("fence.acq_rel.gpu;\n\tst.relaxed.gpu.global.b32 [%0], %1;" ::"l"(flag), "r"(1) : "memory");
 }
-// Waits until the grids this one depends on have completed and their memory is visible (a no-op
-// for a normally launched kernel).
-__device__ __forceinline__ void griddep_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+// Waits until `flag` is raised; later reads of this thread (and, after a barrier, of the threads
+// it syncs with) see what was written before the raise.
+__device__ __forceinline__ void flag_wait(const int* flag) {
+  int v = 0;
+  do {
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(flag) : "memory");
+  } while (v == 0);
+}
 
 }  // namespace gemm::cuda::ptx

@@ -4,11 +4,12 @@
 //   plan_probe SMS         prints the chosen plan per shape:
 //                          "m n k config block_m block_n stream_k grid dp_tiles sk_tiles sk_ctas"
 //   plan_probe SMS --walk  for every config, whole-tile and stream-K plans, walks every CTA's work units
-//                          as the kernel does and checks them against what stream_k_reduce_kernel reads:
-//                          each (tile, K block) covered exactly once, whole tiles complete, SK pieces in
-//                          distinct slots inside the workspace, and each region tile's pieces found by
-//                          the reduction's owner/slot arithmetic in K order. Prints "FAIL ..." lines and
-//                          a final "walked N plans, F failures".
+//                          as the kernel does and checks the stream-K hand-off: each (tile, K block)
+//                          covered exactly once, whole tiles complete, one head per region tile that
+//                          stores it, later pieces in distinct slots inside the workspace, each opening
+//                          its CTA's range, and each head's slot list = its tile's later pieces in K
+//                          order, all on CTAs of lower index than the head's (no deadlock). Prints
+//                          "FAIL ..." lines and a final "walked N plans, F failures".
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -30,6 +31,10 @@ void fail(const char* what, long long m, long long n, long long k, int cfg, bool
   std::printf("FAIL %s: %lldx%lldx%lld config %d stream_k %d (%lld, %lld)\n", what, m, n, k, cfg, sk ? 1 : 0, a, b);
 }
 
+struct Piece {
+  int kb_begin, slot, cta;
+};
+
 void walk(const Plan& p, long long m, long long n, long long k) {
   const TileSchedule& s = p.sched;
   const bool sk = p.stream_k();
@@ -37,10 +42,11 @@ void walk(const Plan& p, long long m, long long n, long long k) {
   if (tiles != static_cast<long long>(s.m_blocks) * s.n_blocks) fail("tile count", m, n, k, p.config, sk, tiles, 0);
   if (sk && s.dp_tiles % p.grid != 0) fail("DP tiles not whole waves", m, n, k, p.config, sk, s.dp_tiles, p.grid);
   if (sk && (s.sk_ctas > p.grid || s.sk_ctas > s.sk_iters())) fail("SK CTAs", m, n, k, p.config, sk, s.sk_ctas, p.grid);
-  // (tile, kb) -> times covered; region tile -> (first K block, slot) of each piece, in walk order.
+  // (tile, kb) -> times covered; region tile -> its later pieces (walk order) and its head.
   std::vector<int> covered(static_cast<size_t>(tiles) * s.kblocks, 0);
-  std::map<long long, std::vector<std::pair<int, int>>> pieces;
-  std::vector<int> slot_used(static_cast<size_t>(s.sk_ctas) * s.sk_max_pieces, 0);
+  std::map<long long, std::vector<Piece>> later;
+  std::map<long long, std::vector<std::pair<WorkUnit, int>>> heads;  // (unit, CTA)
+  std::vector<int> slot_used(static_cast<size_t>(s.sk_ctas), 0);
   std::vector<long long> tile_of(static_cast<size_t>(tiles), -1);  // (m_blk, n_blk) -> grouped index
   for (long long t = 0; t < tiles; ++t) {
     const TileCoord c = tile_coord(static_cast<int32_t>(t), s.m_blocks, s.n_blocks);
@@ -50,6 +56,7 @@ void walk(const Plan& p, long long m, long long n, long long k) {
   }
   for (int cta = 0; cta < p.grid; ++cta) {
     WorkUnit w;
+    const int dp_units = s.dp_tiles > cta ? (s.dp_tiles - cta + p.grid - 1) / p.grid : 0;
     for (int unit = 0; work_unit(s, cta, p.grid, unit, w); ++unit) {
       if (w.m_blk < 0 || w.m_blk >= s.m_blocks || w.n_blk < 0 || w.n_blk >= s.n_blocks || w.kb_begin < 0 ||
           w.kb_end > s.kblocks || w.kb_begin >= w.kb_end) {
@@ -58,34 +65,44 @@ void walk(const Plan& p, long long m, long long n, long long k) {
       }
       const long long t = tile_of[static_cast<size_t>(w.m_blk) * s.n_blocks + w.n_blk];
       for (int kb = w.kb_begin; kb < w.kb_end; ++kb) ++covered[static_cast<size_t>(t) * s.kblocks + kb];
-      if (w.slot < 0) {
-        if (t >= s.dp_tiles || w.kb_begin != 0 || w.kb_end != s.kblocks) fail("whole-tile unit", m, n, k, p.config, sk, t, cta);
-      } else {
-        if (t < s.dp_tiles || w.slot >= static_cast<int>(slot_used.size())) {
-          fail("SK piece outside the region or workspace", m, n, k, p.config, sk, t, w.slot);
+      if (t < s.dp_tiles) {
+        if (w.slot >= 0 || w.kb_begin != 0 || w.kb_end != s.kblocks || w.fix_begin != w.fix_end) {
+          fail("whole-tile unit", m, n, k, p.config, sk, t, cta);
+        }
+      } else if (w.slot >= 0) {
+        if (w.slot >= static_cast<int>(slot_used.size()) || w.kb_begin == 0) {
+          fail("later piece outside the workspace or at K block 0", m, n, k, p.config, sk, t, w.slot);
           continue;
         }
         if (slot_used[w.slot]++) fail("slot written twice", m, n, k, p.config, sk, w.slot, cta);
-        pieces[t - s.dp_tiles].push_back({w.kb_begin, w.slot});
+        if (unit != dp_units) fail("later piece does not open its range", m, n, k, p.config, sk, cta, unit);
+        later[t - s.dp_tiles].push_back({w.kb_begin, w.slot, cta});
+      } else {
+        if (w.kb_begin != 0) fail("head not at K block 0", m, n, k, p.config, sk, t, cta);
+        heads[t - s.dp_tiles].push_back({w, cta});
       }
     }
   }
   for (size_t i = 0; i < covered.size(); ++i) {
     if (covered[i] != 1) fail("(tile, kb) not covered exactly once", m, n, k, p.config, sk, static_cast<long long>(i), covered[i]);
   }
-  // The reduction's view of each region tile: owners first..last, slots from sk_slot, in K order.
+  // Each head's view: slots [fix_begin, fix_end) are its tile's later pieces in K order, on lower CTAs.
   for (int rt = 0; rt < s.sk_tiles; ++rt) {
-    std::vector<std::pair<int, int>> expect = pieces[rt];
-    std::vector<std::pair<int, int>> sorted = expect;
-    std::sort(sorted.begin(), sorted.end());
-    const int first = sk_range_owner(rt * s.kblocks, s.sk_iters(), s.sk_ctas);
-    const int last = sk_range_owner((rt + 1) * s.kblocks - 1, s.sk_iters(), s.sk_ctas);
-    if (last - first + 1 != static_cast<int>(sorted.size())) {
-      fail("reduce piece count", m, n, k, p.config, sk, rt, last - first + 1);
+    if (heads[rt].size() != 1) {
+      fail("heads per region tile", m, n, k, p.config, sk, rt, static_cast<long long>(heads[rt].size()));
       continue;
     }
-    for (int c = first; c <= last; ++c) {
-      if (sk_slot(s, c, rt) != sorted[c - first].second) fail("reduce slot / K order", m, n, k, p.config, sk, rt, c);
+    const WorkUnit& h = heads[rt][0].first;
+    const int head_cta = heads[rt][0].second;
+    std::vector<Piece> pieces = later[rt];
+    std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.kb_begin < b.kb_begin; });
+    if (h.fix_end - h.fix_begin != static_cast<int>(pieces.size())) {
+      fail("head's piece count", m, n, k, p.config, sk, rt, h.fix_end - h.fix_begin);
+      continue;
+    }
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      if (pieces[i].slot != h.fix_begin + static_cast<int>(i)) fail("head's slot / K order", m, n, k, p.config, sk, rt, pieces[i].slot);
+      if (pieces[i].cta >= head_cta) fail("head waits for a CTA of higher index", m, n, k, p.config, sk, rt, pieces[i].cta);
     }
   }
 }

@@ -71,8 +71,9 @@ WALK_SHAPES = [  # ragged M/N/K, K of 1 block, region tiles of 1..131, many tile
 
 @pytest.mark.parametrize("sms", [H200_SMS, 114, 7])
 def test_schedule_covers_every_k_block_once(probe, sms):
-    """Every (tile, K block) runs exactly once; stream-K pieces land in distinct workspace slots, and the
-    reduction finds each region tile's pieces in K order (H200, H100 PCIe and a tiny SM count)."""
+    """Every (tile, K block) runs exactly once; stream-K later pieces land in distinct workspace slots, and
+    each tile's head waits for exactly its later pieces, in K order, on CTAs of lower index (H200, H100
+    PCIe and a tiny SM count)."""
     text = "\n".join(f"{m} {n} {k}" for m, n, k in CONFIG_SHAPES + RAGGED_SHAPES + WALK_SHAPES)
     res = subprocess.run([str(probe), str(sms), "--walk"], input=text, capture_output=True, text=True)
     assert res.returncode == 0 and res.stdout.strip().endswith(" 0 failures"), res.stdout[-3000:]
