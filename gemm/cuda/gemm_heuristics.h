@@ -144,7 +144,10 @@ constexpr int kMinStreamKIters = 8;
 // kSmBytesPerUs bounds the rate a CTA takes in its (BM+BN)*128 bytes per K block; kDramBytesPerUs the
 // whole-GPU streaming rate of decode shapes. Stream-K adds to its share of K blocks a fixed cost (the
 // flag reset before the launch, the head's wait) and, on the critical path, one partial written by a
-// later piece and those its head reads back at kFixupBytesPerUs per SM.
+// later piece and those its head reads back at kFixupBytesPerUs per SM. Fitted (benchmarks/results/h200/sweep_fixup.jsonl)
+// with the whole-tile constants held: the rate is low because it also absorbs what ncu shows stream-K
+// CTAs paying per K block (1.5x the cycles of whole tiles at 1024x1536x7168, with equal DRAM bytes), so
+// stream-K is planned only where whole tiles leave most SMs idle.
 constexpr double kSmFlopsPerUs[kMaxMathWarpgroups] = {6.0e6, 9.5e6, 10.5e6};
 constexpr double sm_flops_per_us(const TileConfig& c) {
   return kSmFlopsPerUs[num_math_warpgroups(c) - 1];
@@ -154,8 +157,8 @@ GEMM_HOST_DEVICE constexpr double unit_overhead_us(const TileConfig& c) {  // dr
 }
 constexpr double kSmBytesPerUs = 70.0e3;
 constexpr double kDramBytesPerUs = 3.0e6;
-constexpr double kStreamKFixedUs = 1.0;
-constexpr double kFixupBytesPerUs = 70.0e3;
+constexpr double kStreamKFixedUs = 2.4;
+constexpr double kFixupBytesPerUs = 21.0e3;
 
 struct Plan {
   int config = 0;  // index into kTileConfigs
