@@ -256,13 +256,13 @@ __device__ __forceinline__ void promote(float (&acc)[kAcc], const float (&tmp)[k
   }
 }
 
-template <int kBlockM, int kBlockN>
-__global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
+template <int kBlockM, int kBlockN, int kClusterN>
+__global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClusterN}), 1)
     fp8_gemm_kernel(const __grid_constant__ CUtensorMap tmap_a,
                     const __grid_constant__ CUtensorMap tmap_b,
                     const __grid_constant__ CUtensorMap tmap_a_scale,
                     const __grid_constant__ CUtensorMap tmap_out, const KernelParams p) {
-  constexpr TileConfig kCfg{kBlockM, kBlockN};
+  constexpr TileConfig kCfg{kBlockM, kBlockN, kClusterN};
   static_assert(registers_fit(kCfg), "accumulators do not fit the math warpgroups' register budget");
   constexpr int kStages = num_stages(kCfg);
   constexpr int kMathWG = num_math_warpgroups(kCfg);
@@ -285,6 +285,12 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
                 "stage buffers must stay 1024-byte aligned for the 128B swizzle");
   static_assert(kBlockK % kPromoteK == 0 && kPromoteK % hopper::kWgmmaK == 0, "promotion interval");
   static_assert(kMaxScaleBlocks <= kMaxScaleBlocksPerTile, "B scale blocks per tile");
+  // Each cluster CTA multicasts kARowsPerCta rows of the A tile; slices stay swizzle-atom aligned.
+  constexpr int kARowsPerCta = kBlockM / kClusterN;
+  static_assert(kClusterN >= 1 && kClusterN <= kMaxClusterN && kBlockM % kClusterN == 0 &&
+                    kARowsPerCta * kBlockK % hopper::kSwizzleAtomBytes == 0,
+                "cluster A slices");
+  constexpr uint16_t kClusterMask = (1u << kClusterN) - 1;
 
   extern __shared__ uint8_t smem_raw[];
   // The 128B swizzle pattern is a function of address bits [4,10): tiles start 1024-aligned.
@@ -306,6 +312,11 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
   const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / hopper::kWarpgroupThreads), 0);
   const int tid = threadIdx.x % hopper::kWarpgroupThreads;
   const int lane = tid % hopper::kWarpSize;
+  // A 1-D grid of clusters of kClusterN consecutive CTAs: the schedule walks clusters, and CTA rank r
+  // of a cluster takes N block (cluster tile's N block) * kClusterN + r.
+  const int cta_rank = static_cast<int>(blockIdx.x % kClusterN);
+  const int sched_cta = static_cast<int>(blockIdx.x / kClusterN);
+  const int sched_grid = static_cast<int>(gridDim.x / kClusterN);
 
   if (threadIdx.x == 0) {
     ptx::tma_prefetch_desc(&tmap_a);
@@ -315,11 +326,17 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
 #pragma unroll
     for (int s = 0; s < kStages; ++s) {
       ptx::mbar_init(&full_bar[s], 1 + hopper::kWarpSize);  // TMA expect_tx + scale-warp lanes
-      ptx::mbar_init(&empty_bar[s], kMathWG * hopper::kWarpgroupWarps);  // one arrive per math warp
+      // One arrive per math warp of every cluster CTA: each of them reads what this CTA multicasts.
+      ptx::mbar_init(&empty_bar[s], kMathWG * hopper::kWarpgroupWarps * kClusterN);
     }
     ptx::fence_barrier_init();
   }
-  __syncthreads();
+  // The peers' barriers must be initialized before the first multicast or remote arrive reaches them.
+  if constexpr (kClusterN > 1) {
+    ptx::cluster_sync();
+  } else {
+    __syncthreads();
+  }
 
   if (warpgroup == kMathWG) {
     // ---------------- producer ----------------
@@ -330,14 +347,22 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
       const uint32_t stage_tx_bytes = kABytes + kBBytes + (kTmaScales ? a_scale_bytes : 0);
       RingPos<kStages> pos;
       WorkUnit w;
-      for (int unit = 0; work_unit(p.sched, blockIdx.x, gridDim.x, unit, w); ++unit) {
+      for (int unit = 0; work_unit(p.sched, sched_cta, sched_grid, unit, w); ++unit) {
         const int32_t a_row = static_cast<int32_t>(w.m_blk * kBlockM);
-        const int32_t b_row = static_cast<int32_t>(w.n_blk * kBlockN);
+        const int32_t b_row = static_cast<int32_t>((w.n_blk * kClusterN + cta_rank) * kBlockN);
         for (int kb = w.kb_begin; kb < w.kb_end; ++kb, pos.advance()) {
           const int s = pos.stage;
           ptx::mbar_wait(&empty_bar[s], pos.phase ^ 1);  // fresh barriers pass parity 1 at once
           ptx::mbar_arrive_expect_tx(&full_bar[s], stage_tx_bytes);
-          ptx::tma_load_2d(smem_a + s * kABytes, &tmap_a, &full_bar[s], kb * kBlockK, a_row);
+          if constexpr (kClusterN > 1) {
+            // This CTA's slice of the shared A tile, into every cluster CTA's stage (their full
+            // barriers expect the whole tile; their empty barriers, freed by all, allow the write).
+            const int slice_row = cta_rank * kARowsPerCta;
+            ptx::tma_load_2d_multicast(smem_a + s * kABytes + slice_row * kBlockK, &tmap_a, &full_bar[s],
+                                       kb * kBlockK, a_row + slice_row, kClusterMask);
+          } else {
+            ptx::tma_load_2d(smem_a + s * kABytes, &tmap_a, &full_bar[s], kb * kBlockK, a_row);
+          }
           ptx::tma_load_2d(smem_b + s * kBBytes, &tmap_b, &full_bar[s], kb * kBlockK, b_row);
           if constexpr (kTmaScales) {
             // The tile's rows of K block kb (rows past M read 0): a row of the [K/128, M] array, or the
@@ -355,8 +380,8 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
       const int64_t num_scale_n = (p.n + kScaleBlockN - 1) / kScaleBlockN;
       RingPos<kStages> pos;
       WorkUnit w;
-      for (int unit = 0; work_unit(p.sched, blockIdx.x, gridDim.x, unit, w); ++unit) {
-        const int64_t nb = w.n_blk * kBlockN / kScaleBlockN + lane;
+      for (int unit = 0; work_unit(p.sched, sched_cta, sched_grid, unit, w); ++unit) {
+        const int64_t nb = (w.n_blk * kClusterN + cta_rank) * kBlockN / kScaleBlockN + lane;
         const bool b_lane = lane < kMaxScaleBlocks;
         const bool b_ok = b_lane && nb < num_scale_n;
         for (int kb = w.kb_begin; kb < w.kb_end; ++kb, pos.advance()) {
@@ -409,10 +434,10 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
     constexpr uint64_t kADescStageStep = static_cast<uint64_t>(kABytes) >> hopper::kDescAddrShift;
     constexpr uint64_t kBDescStageStep = static_cast<uint64_t>(kBBytes) >> hopper::kDescAddrShift;
     WorkUnit w;
-    for (int unit = 0; work_unit(p.sched, blockIdx.x, gridDim.x, unit, w); ++unit) {
+    for (int unit = 0; work_unit(p.sched, sched_cta, sched_grid, unit, w); ++unit) {
       const int64_t row0 = w.m_blk * kBlockM + warpgroup * hopper::kWgmmaM + frag_row0;
       // B scale blocks touched by this tile: nb0, and from tile-local column `next_block_col` on nb0+1.
-      const int64_t n0 = w.n_blk * kBlockN;
+      const int64_t n0 = (w.n_blk * kClusterN + cta_rank) * kBlockN;
       const int64_t nb0 = n0 / kScaleBlockN;
       const int next_block_col = static_cast<int>((nb0 + 1) * kScaleBlockN - n0);
       const bool one_scale_block = next_block_col >= kBlockN || nb0 + 1 >= num_scale_n;
@@ -450,7 +475,14 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
         ptx::wgmma_wait<decltype(pending_tag)::value>();
         ptx::fence_regs(tmp[kBuf]);
         if (t % kStepsPerBlock == kStepsPerBlock - 1) {
-          if (lane == 0) ptx::mbar_arrive(&empty_bar[free_pos.stage]);
+          if (lane == 0) {
+            if constexpr (kClusterN > 1) {
+#pragma unroll
+              for (int r = 0; r < kClusterN; ++r) ptx::mbar_arrive_cluster(&empty_bar[free_pos.stage], r);
+            } else {
+              ptx::mbar_arrive(&empty_bar[free_pos.stage]);
+            }
+          }
           free_pos.advance();
         }
         promote(acc, tmp[kBuf], scales[kBuf], one_scale_block, frag_col0, next_block_col);
@@ -491,19 +523,23 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
 
       // Named barrier 1 + warpgroup syncs this warpgroup alone (0 is __syncthreads).
       const uint32_t wg_barrier = 1 + warpgroup;
-      const int64_t wg_slot_offset = static_cast<int64_t>(warpgroup) * hopper::kWgmmaM * kBlockN;
-      constexpr int64_t kSlotFloats = static_cast<int64_t>(kBlockM) * kBlockN;
+      // A slot holds a cluster tile: kClusterN CTA tiles of kMathWG 64-row slabs, each with its flag.
+      const int64_t wg_slot_offset =
+          (static_cast<int64_t>(cta_rank) * kBlockM + warpgroup * hopper::kWgmmaM) * kBlockN;
+      constexpr int64_t kSlotFloats = static_cast<int64_t>(kClusterN) * kBlockM * kBlockN;
+      const int flag_offset = cta_rank * kMathWG + warpgroup;
+      constexpr int kFlagsPerSlot = kClusterN * kMathWG;
       if (w.slot >= 0) {
         // A later stream-K piece: hand the partial to the tile's head.
         store_partial<kBlockN>(acc, p.partial + w.slot * kSlotFloats + wg_slot_offset, frag_row0, frag_col0);
         ptx::named_barrier_sync(wg_barrier, hopper::kWarpgroupThreads);
-        if (tid == 0) ptx::flag_raise(p.sk_flags + w.slot * kMathWG + warpgroup);
+        if (tid == 0) ptx::flag_raise(p.sk_flags + w.slot * kFlagsPerSlot + flag_offset);
         continue;
       }
       if (w.fix_begin < w.fix_end) {
         // A stream-K head: add the later pieces in K order (fixed, so the result is deterministic).
         if (tid == 0) {
-          for (int j = w.fix_begin; j < w.fix_end; ++j) ptx::flag_wait(p.sk_flags + j * kMathWG + warpgroup);
+          for (int j = w.fix_begin; j < w.fix_end; ++j) ptx::flag_wait(p.sk_flags + j * kFlagsPerSlot + flag_offset);
         }
         ptx::named_barrier_sync(wg_barrier, hopper::kWarpgroupThreads);
         for (int j = w.fix_begin; j < w.fix_end; ++j) {
@@ -520,6 +556,8 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN}), 1)
     // Shared memory must outlive the reads of the last TMA stores.
     if (p.out_tma && tid == 0) ptx::bulk_wait<0>();
   }
+  // ... and the peers' last remote arrivals on this CTA's empty barriers.
+  if constexpr (kClusterN > 1) ptx::cluster_sync();
 }
 
 }  // namespace gemm::cuda

@@ -9,6 +9,9 @@
 
 namespace gemm::cuda {
 
+// The SMs and 2-CTA cluster slots of device `device` (cached); an error message, or empty.
+std::string gpu_slots(int device, GpuSlots& slots);
+
 // Runs `plan` (from make_plan / choose_plan for these args' m, n, k) on `stream`.
 std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, void* stream,
                              const Plan& plan);

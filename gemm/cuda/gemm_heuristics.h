@@ -21,7 +21,11 @@ constexpr int kBlockK = 128;  // = kScaleBlockK = one 128-byte swizzle row of FP
 struct TileConfig {
   int block_m;  // 64 * number of math warpgroups
   int block_n;  // wgmma N, % 16 == 0 (the epilogue's store chunk), <= 128 (see fp8_gemm_kernel.cuh)
+  // CTAs of a thread-block cluster side by side along N: they run tiles of the same M block and
+  // each loads 1/cluster_n of the shared A tile's rows, multicast to all (less L2->SM traffic).
+  int cluster_n = 1;
 };
+constexpr int kMaxClusterN = 2;
 
 // BLOCK_M 64: decode / small M (one math warpgroup). BLOCK_M 128 / 192: two / three math warpgroups
 // sharing B. Measured on the H200 (tune.py --sweep, benchmarks/results/cuda_notes.md): 192x128 is the
@@ -29,7 +33,7 @@ struct TileConfig {
 // tiles leave a partial wave; 64x112, 64x192, 128x112 and 128x144..192 (one temporary accumulator, or
 // two over N halves) never won and are not built.
 inline constexpr TileConfig kTileConfigs[] = {
-    {64, 64}, {64, 96}, {64, 128}, {128, 128}, {192, 128},
+    {64, 64}, {64, 96}, {64, 128}, {128, 128}, {192, 128}, {128, 128, 2}, {192, 128, 2},
 };
 inline constexpr int kNumTileConfigs = sizeof(kTileConfigs) / sizeof(kTileConfigs[0]);
 
@@ -86,6 +90,10 @@ GEMM_HOST_DEVICE constexpr int max_scale_blocks(int block_n) {
 }
 
 GEMM_HOST_DEVICE constexpr int stage_bytes(const TileConfig& c) { return (c.block_m + c.block_n) * kBlockK; }
+// What one CTA loads from L2 per K block: its share of the multicast A tile, and its B tile.
+GEMM_HOST_DEVICE constexpr int cta_stage_load_bytes(const TileConfig& c) {
+  return (c.block_m / c.cluster_n + c.block_n) * kBlockK;
+}
 // Where a stage's A scales come from. Two-warpgroup tiles consume K blocks fast enough that the
 // cp.async path (a producer warp gathering 4-byte scales) held them to 887 TFLOP/s at
 // 4096x7168x16384 against 1104 with no scale traffic at all (H200, cuda_notes.md): they load their
@@ -160,36 +168,56 @@ constexpr double kDramBytesPerUs = 3.0e6;
 constexpr double kStreamKFixedUs = 2.4;
 constexpr double kFixupBytesPerUs = 21.0e3;
 
+// What the planner knows of the GPU: SMs, and how many 2-CTA clusters fit at once (fewer than SMs / 2
+// where a GPC has an odd number of SMs; cudaOccupancyMaxActiveClusters).
+struct GpuSlots {
+  int sms = 0;
+  int clusters2 = 0;
+  constexpr int units(int cluster_n) const { return cluster_n == 1 ? sms : clusters2; }
+};
+
 struct Plan {
   int config = 0;  // index into kTileConfigs
   bool fits = true;  // false: beyond the 32-bit schedule (> 2^30 tiles or K blocks: a > 8 TB output)
+  // The schedule counts clusters and cluster tiles (BLOCK_M x cluster_n * BLOCK_N); without a
+  // cluster those are CTAs and tiles.
   TileSchedule sched;
-  int grid = 0;    // persistent CTAs
+  int grid = 0;    // persistent clusters
   double cost_us = 0;
+  constexpr int cluster_n() const { return kTileConfigs[config].cluster_n; }
+  constexpr int ctas() const { return grid * cluster_n(); }
   constexpr bool stream_k() const { return sched.sk_tiles > 0; }
   // Workspace of the stream-K hand-off: one BLOCK_M x BLOCK_N fp32 slot per range, and one flag per
   // (range, math warpgroup), zeroed before the launch.
   constexpr int64_t partial_floats() const {
-    return static_cast<int64_t>(sched.sk_ctas) * kTileConfigs[config].block_m * kTileConfigs[config].block_n;
+    return static_cast<int64_t>(sched.sk_ctas) * cluster_n() * kTileConfigs[config].block_m *
+           kTileConfigs[config].block_n;
   }
   constexpr int64_t num_flags() const {
-    return static_cast<int64_t>(sched.sk_ctas) * num_math_warpgroups(kTileConfigs[config]);
+    return static_cast<int64_t>(sched.sk_ctas) * cluster_n() * num_math_warpgroups(kTileConfigs[config]);
   }
 };
 
 GEMM_HOST_DEVICE constexpr int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // The plan of one tile config: whole tiles only, or (`stream_k`) full waves of whole tiles and the
-// rest as a stream-K region over up to num_sms CTAs. A stream-K plan of a problem whose tiles fill
-// whole waves is the whole-tile plan.
-inline Plan make_plan(int config, bool stream_k, int64_t m, int64_t n, int64_t k, int num_sms, int out_bytes) {
+// rest as a stream-K region over up to all the GPU's clusters. A stream-K plan of a problem whose
+// tiles fill whole waves is the whole-tile plan.
+inline Plan make_plan(int config, bool stream_k, int64_t m, int64_t n, int64_t k, const GpuSlots& gpu,
+                      int out_bytes) {
   const TileConfig& c = kTileConfigs[config];
   Plan p;
   p.config = config;
-  const int64_t kblocks = cdiv(k, kBlockK), m_blocks = cdiv(m, c.block_m), n_blocks = cdiv(n, c.block_n);
+  const int slots = gpu.units(c.cluster_n);  // clusters that run at once
+  if (slots < 1) {
+    p.fits = false;
+    return p;
+  }
+  const int64_t kblocks = cdiv(k, kBlockK), m_blocks = cdiv(m, c.block_m);
+  const int64_t n_blocks = cdiv(n, static_cast<int64_t>(c.block_n) * c.cluster_n);
   const int64_t tiles = m_blocks * n_blocks;
-  int64_t sk_tiles = stream_k ? tiles % num_sms : 0;
-  int64_t sk_ctas = std::min<int64_t>(num_sms, std::max<int64_t>(1, sk_tiles * kblocks / kMinStreamKIters));
+  int64_t sk_tiles = stream_k ? tiles % slots : 0;
+  int64_t sk_ctas = std::min<int64_t>(slots, std::max<int64_t>(1, sk_tiles * kblocks / kMinStreamKIters));
   if (!schedule_fits_int32(tiles, sk_tiles * kblocks, sk_ctas)) sk_tiles = 0;  // whole tiles only
   p.fits = schedule_fits_int32(tiles, 0, 0) && schedule_fits_int32(kblocks, 0, 0);
   TileSchedule& s = p.sched;
@@ -204,17 +232,18 @@ inline Plan make_plan(int config, bool stream_k, int64_t m, int64_t n, int64_t k
     range = cdiv(s.sk_iters(), s.sk_ctas);
     s.sk_max_pieces = static_cast<int32_t>(cdiv(range, s.kblocks) + 1);
   }
-  p.grid = static_cast<int>(s.dp_tiles > 0 ? std::min<int64_t>(s.dp_tiles, num_sms) : s.sk_ctas);
+  p.grid = static_cast<int>(s.dp_tiles > 0 ? std::min<int64_t>(s.dp_tiles, slots) : s.sk_ctas);
   const double waves = static_cast<double>(cdiv(s.dp_tiles, p.grid));
   const double kb_per_cta = waves * s.kblocks + static_cast<double>(range);
   const double units_per_cta = waves + (p.stream_k() ? std::min<double>(s.sk_max_pieces, 2.0) : 0.0);
   const double compute = kb_per_cta * 2.0 * c.block_m * c.block_n * kBlockK / sm_flops_per_us(c) *
                          (1.0 + 16.0 / c.block_n);  // narrow wgmma re-reads A more per FLOP
-  const double stream = kb_per_cta * stage_bytes(c) / kSmBytesPerUs;
+  const double stream = kb_per_cta * cta_stage_load_bytes(c) / kSmBytesPerUs;
   const double unique = static_cast<double>(m * k + n * k + m * n * out_bytes);
   // At most one later piece per range: an fp32 tile written to L2 and read back by its head.
-  const double tile_partial_bytes = static_cast<double>(c.block_m) * c.block_n * sizeof(float);
-  const double partials = p.stream_k() ? static_cast<double>(s.sk_ctas) * tile_partial_bytes : 0.0;
+  const double tile_partial_bytes = static_cast<double>(c.block_m) * c.block_n * sizeof(float);  // per CTA
+  const double partials =
+      p.stream_k() ? static_cast<double>(s.sk_ctas) * c.cluster_n * tile_partial_bytes : 0.0;
   const double dram = (unique + 2.0 * partials) / kDramBytesPerUs;
   const double reads_per_head = p.stream_k() ? static_cast<double>(cdiv(s.sk_ctas, s.sk_tiles)) : 0.0;
   p.cost_us = std::max({compute, stream, dram}) + units_per_cta * unit_overhead_us(c) +
@@ -231,13 +260,13 @@ inline bool k_major_scales_in_place(const Plan& p) {
 }
 
 // The cheapest plan under the model; ties keep the earlier (smaller) config, whole tiles before stream-K.
-inline Plan choose_plan(int64_t m, int64_t n, int64_t k, int num_sms, int out_bytes) {
+inline Plan choose_plan(int64_t m, int64_t n, int64_t k, const GpuSlots& gpu, int out_bytes) {
   Plan best;
   best.fits = false;
   bool have = false;
   for (int cfg = 0; cfg < kNumTileConfigs; ++cfg) {
     for (const bool sk : {false, true}) {
-      const Plan p = make_plan(cfg, sk, m, n, k, num_sms, out_bytes);
+      const Plan p = make_plan(cfg, sk, m, n, k, gpu, out_bytes);
       if (!p.fits || (sk && !p.stream_k())) continue;  // whole waves: same as the whole-tile plan
       if (!have || p.cost_us < best.cost_us * 0.999) {
         best = p;

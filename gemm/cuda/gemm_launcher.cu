@@ -35,22 +35,6 @@ std::string cuda_error(const char* what, cudaError_t err) {
   return std::string("gemm (CUDA): ") + what + " failed: " + cudaGetErrorString(err);
 }
 
-// Multiprocessor count read once per device index (benign race: every writer stores the same value).
-int sm_count(int device, std::string& err) {
-  static std::atomic<int> cache[kMaxDevices] = {};
-  if (device >= 0 && device < kMaxDevices) {
-    if (const int v = cache[device].load(std::memory_order_relaxed)) return v;
-  }
-  int v = 0;
-  const cudaError_t e = cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, device);
-  if (e != cudaSuccess) {
-    err = cuda_error("cudaDeviceGetAttribute(MultiProcessorCount)", e);
-    return 0;
-  }
-  if (device >= 0 && device < kMaxDevices) cache[device].store(v, std::memory_order_relaxed);
-  return v;
-}
-
 using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
                                    const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
                                    const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
@@ -236,18 +220,34 @@ struct TensorMaps {
   CUtensorMap a, b, a_scale;  // a_scale: only configs with scales_by_tma read it
   CUtensorMap out;            // only read when KernelParams::out_tma
 };
-using ConfigLauncher = cudaError_t (*)(const TensorMaps&, const KernelParams&, int grid, cudaStream_t);
+using ConfigLauncher = cudaError_t (*)(const TensorMaps&, const KernelParams&, int grid, cudaStream_t,
+                                       int* max_clusters);
 
+// The launch of config I: `grid` CTAs (a multiple of its cluster size) on `stream`; with stream ==
+// nullptr and `max_clusters` set, only asks how many of its clusters fit on the device at once.
 template <int I>
-cudaError_t launch_config(const TensorMaps& maps, const KernelParams& p, int grid, cudaStream_t stream) {
+cudaError_t launch_config(const TensorMaps& maps, const KernelParams& p, int grid, cudaStream_t stream,
+                          int* max_clusters = nullptr) {
   constexpr TileConfig c = kTileConfigs[I];
-  auto* kernel = &cuda::fp8_gemm_kernel<c.block_m, c.block_n>;
+  auto* kernel = &cuda::fp8_gemm_kernel<c.block_m, c.block_n, c.cluster_n>;
   constexpr int smem = cuda::smem_bytes(c);
   // Set on every launch: cheap, and free of first-call races across threads and devices.
   const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (e != cudaSuccess) return e;
-  kernel<<<grid, cuda::num_threads(c), smem, stream>>>(maps.a, maps.b, maps.a_scale, maps.out, p);
-  return cudaGetLastError();
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(grid));
+  config.blockDim = dim3(cuda::num_threads(c));
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = c.cluster_n;
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  config.attrs = &attr;
+  config.numAttrs = 1;
+  if (max_clusters != nullptr) return cudaOccupancyMaxActiveClusters(max_clusters, kernel, &config);
+  return cudaLaunchKernelEx(&config, kernel, maps.a, maps.b, maps.a_scale, maps.out, p);
 }
 
 template <size_t... I>
@@ -257,6 +257,20 @@ constexpr std::array<ConfigLauncher, sizeof...(I)> make_launchers(std::index_seq
 constexpr auto kLaunchers = make_launchers(std::make_index_sequence<cuda::kNumTileConfigs>{});
 
 int out_bytes(OutFormat f) { return f == OutFormat::kFP32 ? 4 : 2; }
+
+// How many 2-CTA clusters of the cluster configs fit on the device at once (the fewest over them).
+cudaError_t max_clusters2(int& clusters) {
+  clusters = 0;
+  bool any = false;
+  for (int i = 0; i < cuda::kNumTileConfigs; ++i) {
+    if (kTileConfigs[i].cluster_n != 2) continue;
+    int c = 0;
+    if (const cudaError_t e = kLaunchers[i](TensorMaps{}, KernelParams{}, 2, nullptr, &c); e != cudaSuccess) return e;
+    clusters = any ? std::min(clusters, c) : c;
+    any = true;
+  }
+  return cudaSuccess;
+}
 
 }  // namespace
 
@@ -288,7 +302,7 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
   if (err = prepare_operand("b", args.b, n, k, args.b_stride_n, args.b_stride_k, workspace, stream, b);
       !err.empty()) return err;
   TensorMaps maps{};
-  if (err = encode_operand("a", a, m, k, cfg.block_m, maps.a); !err.empty()) return err;
+  if (err = encode_operand("a", a, m, k, cfg.block_m / cfg.cluster_n, maps.a); !err.empty()) return err;
   if (err = encode_operand("b", b, n, k, cfg.block_n, maps.b); !err.empty()) return err;
   const int64_t kblocks = cuda::cdiv(k, cuda::kBlockK);
   ScaleOperand sa;
@@ -345,8 +359,32 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
     }
   }
 
-  if (const cudaError_t e = kLaunchers[plan.config](maps, p, plan.grid, stream); e != cudaSuccess) {
+  if (const cudaError_t e = kLaunchers[plan.config](maps, p, plan.ctas(), stream, nullptr); e != cudaSuccess) {
     return cuda_error("fp8_gemm_kernel launch", e);
+  }
+  return {};
+}
+
+// The GPU as the planner sees it, read once per device index (benign race: every writer stores the
+// same values).
+std::string gpu_slots(int device, GpuSlots& slots) {
+  static std::atomic<int> sms_cache[kMaxDevices] = {}, clusters_cache[kMaxDevices] = {};
+  const bool cached = device >= 0 && device < kMaxDevices;
+  if (cached && sms_cache[device].load(std::memory_order_relaxed) != 0) {
+    slots = GpuSlots{sms_cache[device].load(std::memory_order_relaxed),
+                     clusters_cache[device].load(std::memory_order_relaxed)};
+    return {};
+  }
+  if (const cudaError_t e = cudaDeviceGetAttribute(&slots.sms, cudaDevAttrMultiProcessorCount, device);
+      e != cudaSuccess) {
+    return cuda_error("cudaDeviceGetAttribute(MultiProcessorCount)", e);
+  }
+  if (const cudaError_t e = max_clusters2(slots.clusters2); e != cudaSuccess) {
+    return cuda_error("cudaOccupancyMaxActiveClusters", e);
+  }
+  if (cached) {
+    clusters_cache[device].store(slots.clusters2, std::memory_order_relaxed);
+    sms_cache[device].store(slots.sms, std::memory_order_relaxed);
   }
   return {};
 }
@@ -356,10 +394,9 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
 std::string gemm_launch(const GemmArgs& args, const Workspace& workspace, void* stream) {
   int device = 0;
   if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return cuda_error("cudaGetDevice", e);
-  std::string err;
-  const int num_sms = sm_count(device, err);
-  if (num_sms == 0) return err;
-  const Plan plan = cuda::choose_plan(args.m, args.n, args.k, num_sms, out_bytes(args.c_format));
+  cuda::GpuSlots slots;
+  if (std::string err = cuda::gpu_slots(device, slots); !err.empty()) return err;
+  const Plan plan = cuda::choose_plan(args.m, args.n, args.k, slots, out_bytes(args.c_format));
   return cuda::launch_with_plan(args, workspace, stream, plan);
 }
 

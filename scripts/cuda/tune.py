@@ -66,14 +66,22 @@ class Backend:
         self.lib = ctypes.CDLL(path)
         self.lib.tune_gemm.argtypes = [ctypes.POINTER(GemmArgs), ALLOC, ctypes.c_void_p, ctypes.c_void_p,
                                        ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_int]  # config, stream_k
-        self.lib.tune_plan.argtypes = [ctypes.c_longlong] * 3 + [ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
+        self.lib.tune_plan.argtypes = [ctypes.c_longlong] * 3 + [ctypes.POINTER(ctypes.c_int)]
         self.lib.tune_config.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
-        self.sms = torch.cuda.get_device_properties(0).multi_processor_count
-        self.configs = []
+        self.lib.tune_slots.argtypes = [ctypes.POINTER(ctypes.c_int)]
+        o = (ctypes.c_int * 2)()
+        self.lib.tune_slots(o)
+        self.slots = {1: o[0], 2: o[1]}  # SMs, co-resident 2-CTA clusters
+        self.configs = []  # (block_m, block_n, cluster_n)
         for i in range(self.lib.tune_num_configs()):
-            o = (ctypes.c_int * 2)()
+            o = (ctypes.c_int * 3)()
             self.lib.tune_config(i, o)
-            self.configs.append((o[0], o[1]))
+            self.configs.append((o[0], o[1], o[2]))
+
+    def tiles(self, cfg, m, n):
+        """Schedule tiles of a config (cluster tiles: BLOCK_M x cluster_n * BLOCK_N) and its slots."""
+        bm, bn, cn = self.configs[cfg]
+        return -(-m // bm) * -(-n // (bn * cn)), self.slots[cn]
 
     def gemm(self, a, b, a_s, b_s, out=None, out_dtype=torch.bfloat16, config=-1, stream_k=False):
         m, k = a.shape
@@ -92,8 +100,8 @@ class Backend:
         return c
 
     def plan(self, m, n, k):
-        o = (ctypes.c_int * 5)()
-        self.lib.tune_plan(m, n, k, self.sms, o)
+        o = (ctypes.c_int * 6)()
+        self.lib.tune_plan(m, n, k, o)
         return tuple(o)
 
 
@@ -151,7 +159,7 @@ def check(be: Backend) -> list[str]:
 
     # Ragged shapes (fewer tiles than SMs: a stream-K plan spreads every tile over several CTAs), and
     # shapes with whole waves plus a stream-K region (1 / 3 tiles past 132, pieces of 2-3 K blocks).
-    for cfg, (bm, bn) in enumerate(be.configs):
+    for cfg, (bm, bn, _) in enumerate(be.configs):
         for sk in (False, True):
             for m, n, k in [(200, 300, 1040), (77, 520, 1000), (1, 8, 16), (300, 264, 384),
                             (bm * 7, bn * 19 + 8, 640), (bm * 3, bn * 45 - 24, 1152)]:
@@ -190,7 +198,7 @@ def check(be: Backend) -> list[str]:
         for name, view in ((f"row stride kb+{pad}", buf[:mm, :kk // SCALE_BLOCK]),
                            (f"row stride kb+{pad}, misaligned", buf[1:, :kk // SCALE_BLOCK])):
             view.copy_(a_s)
-            for cfg, (bm, _) in enumerate(be.configs):
+            for cfg, (bm, _, _) in enumerate(be.configs):
                 if bm >= 128:
                     for sk in (False, True):
                         report(f"config {be.configs[cfg]} stream_k {int(sk)} a_scale {name}",
@@ -251,9 +259,9 @@ def sweep(be: Backend, path: str, iters: int) -> None:
                 cublas_us = round(timeit(lambda: cublas(*x), iters), 2) if close(cublas(*x), reference(*x))[0] else None
             except RuntimeError:
                 cublas_us = None
-            for cfg, (bm, bn) in enumerate(be.configs):
-                tiles = -(-m // bm) * -(-n // bn)
-                for sk in (0, 1) if tiles % be.sms else (0,):  # whole waves: stream-K is the same plan
+            for cfg in range(len(be.configs)):
+                tiles, slots = be.tiles(cfg, m, n)
+                for sk in (0, 1) if tiles % slots else (0,):  # whole waves: stream-K is the same plan
                     times[f"{cfg}/{sk}"] = round(timeit(lambda: be.gemm(*x, out=out, config=cfg, stream_k=sk), iters), 2)
             best = min(times, key=times.get)
             f.write(json.dumps({"m": m, "n": n, "k": k, "best": best, "cublas": cublas_us, "t": times}) + "\n")

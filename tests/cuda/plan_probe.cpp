@@ -1,8 +1,9 @@
 // CPU probe of the CUDA planner and tile schedule (gemm/cuda/gemm_heuristics.h, tile_scheduler.h),
 // compiled with the host C++ compiler by test_cuda_heuristics.py (no CUDA needed). Reads "m n k" lines
-// on stdin; argument 1: SM count.
+// on stdin; argument 1: SM count (2-CTA cluster slots: half of it).
 //   plan_probe SMS         prints the chosen plan per shape:
-//                          "m n k config block_m block_n stream_k grid dp_tiles sk_tiles sk_ctas"
+//                          "m n k config block_m block_n stream_k grid dp_tiles sk_tiles sk_ctas cluster_n"
+//                          (grid in clusters, tiles in cluster tiles of BLOCK_M x cluster_n * BLOCK_N)
 //   plan_probe SMS --walk  for every config, whole-tile and stream-K plans, walks every CTA's work units
 //                          as the kernel does and checks the stream-K hand-off: each (tile, K block)
 //                          covered exactly once, whole tiles complete, one head per region tile that
@@ -111,6 +112,7 @@ void walk(const Plan& p, long long m, long long n, long long k) {
 
 int main(int argc, char** argv) {
   const int num_sms = argc > 1 ? std::atoi(argv[1]) : 132;
+  const GpuSlots gpu{num_sms, num_sms / 2};
   const bool walk_mode = argc > 2 && std::strcmp(argv[2], "--walk") == 0;
   long long m, n, k;
   int walked = 0;
@@ -119,16 +121,16 @@ int main(int argc, char** argv) {
     if (walk_mode) {
       for (int cfg = 0; cfg < kNumTileConfigs; ++cfg) {
         for (const bool sk : {false, true}) {
-          walk(make_plan(cfg, sk, m, n, k, num_sms, 2), m, n, k);
+          walk(make_plan(cfg, sk, m, n, k, gpu, 2), m, n, k);
           ++walked;
         }
       }
       continue;
     }
-    const Plan p = choose_plan(m, n, k, num_sms, 2);
+    const Plan p = choose_plan(m, n, k, gpu, 2);
     const TileConfig& c = kTileConfigs[p.config];
-    std::printf("%lld %lld %lld %d %d %d %d %d %d %d %d\n", m, n, k, p.config, c.block_m, c.block_n,
-                p.stream_k() ? 1 : 0, p.grid, p.sched.dp_tiles, p.sched.sk_tiles, p.sched.sk_ctas);
+    std::printf("%lld %lld %lld %d %d %d %d %d %d %d %d %d\n", m, n, k, p.config, c.block_m, c.block_n,
+                p.stream_k() ? 1 : 0, p.grid, p.sched.dp_tiles, p.sched.sk_tiles, p.sched.sk_ctas, c.cluster_n);
   }
   if (walk_mode) std::printf("walked %d plans, %d failures\n", walked, failures);
   return failures == 0 ? 0 : 1;

@@ -5,7 +5,7 @@ Compiles tests/cuda/plan_probe.cpp with the host compiler and asks it for the pl
 in cuda_shapes.CONFIG_SHAPES: together they must reach every tile configuration the package
 instantiates, with whole tiles and with a stream-K region, so that the GPU tests exercise every
 kernel that ships. The probe also walks every CTA's work units of whole-tile and stream-K plans and
-checks them against what the stream-K reduction reads.
+checks the stream-K hand-off between them.
 """
 
 from __future__ import annotations
@@ -54,10 +54,10 @@ def test_config_shapes_cover_every_tile_config(probe):
 
 def test_plans_are_valid(probe):
     _, rows = plans(probe, CONFIG_SHAPES + RAGGED_SHAPES + [(16384, 16384, 128), (1, 32768, 16384)])
-    for m, n, k, cfg, bm, bn, stream_k, grid, dp_tiles, sk_tiles, sk_ctas in rows:
-        assert bn % 8 == 0 and bm % 64 == 0 and bn <= 256, (m, n, k, bm, bn)
-        assert 1 <= grid <= H200_SMS, (m, n, k, grid)
-        assert dp_tiles + sk_tiles == -(-m // bm) * -(-n // bn), (m, n, k, dp_tiles, sk_tiles)
+    for m, n, k, cfg, bm, bn, stream_k, grid, dp_tiles, sk_tiles, sk_ctas, cn in rows:
+        assert bn % 8 == 0 and bm % 64 == 0 and bn <= 256 and cn in (1, 2), (m, n, k, bm, bn, cn)
+        assert 1 <= grid * cn <= H200_SMS, (m, n, k, grid, cn)
+        assert dp_tiles + sk_tiles == -(-m // bm) * -(-n // (bn * cn)), (m, n, k, dp_tiles, sk_tiles)
         if stream_k:
             assert dp_tiles % grid == 0 and 1 <= sk_ctas <= grid and 0 < sk_tiles < H200_SMS, (m, n, k, grid)
 
