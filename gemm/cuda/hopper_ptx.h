@@ -29,12 +29,14 @@ __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
 }
 // Arrives on the barrier at `bar`'s offset in the shared memory of cluster CTA `cta_rank` (this CTA's
-// own included): how a consumer frees a stage that its cluster peers multicast into.
+// own included): how a consumer frees a stage that its cluster peers multicast into. Default
+// (.release.cta) semantics: with .release.cluster every arrive cost a cluster-scope fence, and the
+// 2-CTA kernels ran 2.3x slower than single CTAs (H200, 4096x4096x7168: 464 vs 202 us).
 __device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, uint32_t cta_rank) {
   asm volatile(
       "{\n.reg .b32 remote;\n"
       "mapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}" ::"r"(smem_addr(bar)),
+      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}" ::"r"(smem_addr(bar)),
       "r"(cta_rank)
       : "memory");
 }
