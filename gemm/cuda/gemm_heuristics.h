@@ -33,7 +33,7 @@ constexpr int kMaxClusterN = 2;
 // tiles leave a partial wave; 64x112, 64x192, 128x112 and 128x144..192 (one temporary accumulator, or
 // two over N halves) never won and are not built.
 inline constexpr TileConfig kTileConfigs[] = {
-    {64, 64}, {64, 96}, {64, 128}, {128, 128}, {192, 128}, {128, 128, 2}, {192, 128, 2},
+    {64, 64}, {64, 96}, {64, 128}, {128, 128}, {192, 128}, {128, 128, 2},
 };
 inline constexpr int kNumTileConfigs = sizeof(kTileConfigs) / sizeof(kTileConfigs[0]);
 
@@ -164,6 +164,14 @@ GEMM_HOST_DEVICE constexpr double unit_overhead_us(const TileConfig& c) {  // dr
   return num_math_warpgroups(c) == 1 ? 0.1 : 0.2;
 }
 constexpr double kSmBytesPerUs = 70.0e3;
+// 2-CTA clusters (A multicast): K blocks of 128x128 tiles ran 3 % faster on K >= 7168 shapes, about
+// even elsewhere (benchmarks/results/h200/ab_cluster.jsonl: geomean 0.985 over 15 M >= 4096 shapes;
+// 192x128 pairs were even, 0.99, and are not built).
+constexpr double kClusterKBlockTime = 0.97;
+// A CTA streams what no other CTA reads (the B tiles of a one-M-block decode shape) from DRAM at this
+// rate: 64x2112x7168 (33 CTAs of 64x64) and 64x7168x16384 (112) both ran 0.33-0.36 us a K block.
+constexpr double kSmDramBytesPerUs = 46.0e3;
+constexpr double kL2Bytes = 50.0 * 1024 * 1024;  // H200
 constexpr double kDramBytesPerUs = 3.0e6;
 constexpr double kStreamKFixedUs = 2.4;
 constexpr double kFixupBytesPerUs = 21.0e3;
@@ -236,15 +244,26 @@ inline Plan make_plan(int config, bool stream_k, int64_t m, int64_t n, int64_t k
   const double waves = static_cast<double>(cdiv(s.dp_tiles, p.grid));
   const double kb_per_cta = waves * s.kblocks + static_cast<double>(range);
   const double units_per_cta = waves + (p.stream_k() ? std::min<double>(s.sk_max_pieces, 2.0) : 0.0);
+  const double cluster_factor = c.cluster_n > 1 ? kClusterKBlockTime : 1.0;
   const double compute = kb_per_cta * 2.0 * c.block_m * c.block_n * kBlockK / sm_flops_per_us(c) *
-                         (1.0 + 16.0 / c.block_n);  // narrow wgmma re-reads A more per FLOP
-  const double stream = kb_per_cta * cta_stage_load_bytes(c) / kSmBytesPerUs;
+                         (1.0 + 16.0 / c.block_n) * cluster_factor;  // narrow wgmma re-reads A more per FLOP
   const double unique = static_cast<double>(m * k + n * k + m * n * out_bytes);
+  // The share of the loaded bytes that comes from DRAM (read by one CTA only) streams slower.
+  const double loaded = static_cast<double>(tiles) * c.cluster_n * s.kblocks * cta_stage_load_bytes(c);
+  const double from_dram = std::min(1.0, static_cast<double>(m * k + n * k) / loaded);
+  const double stream = kb_per_cta * cta_stage_load_bytes(c) * cluster_factor *
+                        (from_dram / kSmDramBytesPerUs + (1.0 - from_dram) / kSmBytesPerUs);
   // At most one later piece per range: an fp32 tile written to L2 and read back by its head.
   const double tile_partial_bytes = static_cast<double>(c.block_m) * c.block_n * sizeof(float);  // per CTA
   const double partials =
       p.stream_k() ? static_cast<double>(s.sk_ctas) * c.cluster_n * tile_partial_bytes : 0.0;
-  const double dram = (unique + 2.0 * partials) / kDramBytesPerUs;
+  // Stream-K pieces of tiles that share an A or B block run at different times on different SMs; when
+  // the operands do not fit in L2 the region's loads are all DRAM reads (128x7168x16384, B 117 MB:
+  // 64x128 stream-K 66.7 us against 49.3 with whole tiles; 128x2112x7168, 15 MB: stream-K faster).
+  const bool operands_fit_l2 = static_cast<double>(m * k + n * k) <= kL2Bytes;
+  const double sk_dram =
+      operands_fit_l2 ? 0.0 : static_cast<double>(s.sk_tiles) * c.cluster_n * s.kblocks * cta_stage_load_bytes(c);
+  const double dram = (unique + sk_dram + 2.0 * partials) / kDramBytesPerUs;
   const double reads_per_head = p.stream_k() ? static_cast<double>(cdiv(s.sk_ctas, s.sk_tiles)) : 0.0;
   p.cost_us = std::max({compute, stream, dram}) + units_per_cta * unit_overhead_us(c) +
               (p.stream_k() ? kStreamKFixedUs + (1.0 + reads_per_head) * tile_partial_bytes / kFixupBytesPerUs
