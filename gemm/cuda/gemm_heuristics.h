@@ -167,7 +167,10 @@ constexpr double kSmBytesPerUs = 70.0e3;
 // 2-CTA clusters (A multicast): K blocks of 128x128 tiles ran 3 % faster on K >= 7168 shapes, about
 // even elsewhere (benchmarks/results/h200/ab_cluster.jsonl: geomean 0.985 over 15 M >= 4096 shapes;
 // 192x128 pairs were even, 0.99, and are not built).
+// They also cost a fixed few us (the package benchmark: 1024x4096x512 12.8 -> 15.9 us, 1024x3072x1536
+// 17.6 -> 21.3), so they are planned only for long runs.
 constexpr double kClusterKBlockTime = 0.97;
+constexpr double kClusterFixedUs = 3.0;
 // A CTA streams what no other CTA reads (the B tiles of a one-M-block decode shape) from DRAM at this
 // rate: 64x2112x7168 (33 CTAs of 64x64) and 64x7168x16384 (112) both ran 0.33-0.36 us a K block.
 constexpr double kSmDramBytesPerUs = 46.0e3;
@@ -266,6 +269,7 @@ inline Plan make_plan(int config, bool stream_k, int64_t m, int64_t n, int64_t k
   const double dram = (unique + sk_dram + 2.0 * partials) / kDramBytesPerUs;
   const double reads_per_head = p.stream_k() ? static_cast<double>(cdiv(s.sk_ctas, s.sk_tiles)) : 0.0;
   p.cost_us = std::max({compute, stream, dram}) + units_per_cta * unit_overhead_us(c) +
+              (c.cluster_n > 1 ? kClusterFixedUs : 0.0) +
               (p.stream_k() ? kStreamKFixedUs + (1.0 + reads_per_head) * tile_partial_bytes / kFixupBytesPerUs
                             : 0.0);
   return p;

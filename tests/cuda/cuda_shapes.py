@@ -24,6 +24,7 @@ CONFIG_SHAPES = [
     (1024, 576, 7168),
     (4096, 7168, 16384),  # whole waves of 192x128 tiles plus a stream-K region of 44 tiles
     (6144, 576, 7168),  # 128x128 without a cluster: 4.5 N blocks would leave half a cluster tile idle
+    (4096, 4096, 7168),  # 128x128 tiles in 2-CTA clusters (A multicast)
 ]
 
 # Ragged shapes: M, N, K not multiples of the tiles or of 128, K % 16 != 0 (repack path).
