@@ -8,8 +8,9 @@
 //  - with kClusterN = 2, two CTAs of a thread-block cluster run tiles of the same M block side by side
 //    along N; each loads half of the shared A tile and multicasts it into both CTAs' stages, so a CTA
 //    pulls (BLOCK_M / 2 + BLOCK_N) * 128 bytes from L2 per K block instead of (BLOCK_M + BLOCK_N) * 128
-//    (ncu: mid-size shapes stall on L2->SM delivery, not on the tensor cores). A stage is refilled only
-//    when the math warps of both CTAs have freed it (they arrive on both CTAs' empty barriers);
+//    (H200: K blocks of 128x128 tiles about 3 % faster on long-K shapes, see gemm_heuristics.h). A stage
+//    is refilled only when the math warps of both CTAs have freed it (they arrive on both CTAs' empty
+//    barriers);
 //  - one producer warpgroup (registers given away with setmaxnreg.dec) fills a kStages-deep ring
 //    guarded by full/empty mbarriers: one thread issues the TMA loads of 128B-swizzled A/B tiles
 //    (and, for two-warpgroup tiles, of the K block's A scales), one warp copies the remaining scales
