@@ -177,38 +177,39 @@ __device__ __forceinline__ void store_tile_direct(const float (&acc)[kAcc], cons
   }
 }
 
+// Calls f(i, row, col) for each pair of this thread's accumulator registers: acc[i] and acc[i + 1] are
+// columns col and col + 1 of row `row` of the warpgroup's 64 x kBlockN fragment.
+template <int kAcc, typename F>
+__device__ __forceinline__ void for_each_acc_pair(int frag_row0, int frag_col0, F&& f) {
+#pragma unroll
+  for (int q = 0; q < kAcc / hopper::kFragRegsPerQuad; ++q) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      f(q * hopper::kFragRegsPerQuad + 2 * h, frag_row0 + h * hopper::kFragRowHalf,
+        frag_col0 + q * hopper::kFragColStride);
+    }
+  }
+}
+
 // A stream-K piece: the warpgroup's 64 x kBlockN fp32 partial into its rows of a workspace slot
 // (row-major, kBlockN floats a row), in the accumulator fragment's layout.
 template <int kBlockN, int kAcc>
 __device__ __forceinline__ void store_partial(const float (&acc)[kAcc], float* slot_rows, int frag_row0,
                                               int frag_col0) {
-#pragma unroll
-  for (int q = 0; q < kAcc / hopper::kFragRegsPerQuad; ++q) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = frag_row0 + h * hopper::kFragRowHalf;
-      const int col = frag_col0 + q * hopper::kFragColStride;
-      *reinterpret_cast<float2*>(slot_rows + row * kBlockN + col) =
-          make_float2(acc[q * hopper::kFragRegsPerQuad + 2 * h], acc[q * hopper::kFragRegsPerQuad + 2 * h + 1]);
-    }
-  }
+  for_each_acc_pair<kAcc>(frag_row0, frag_col0, [&](int i, int row, int col) {
+    *reinterpret_cast<float2*>(slot_rows + row * kBlockN + col) = make_float2(acc[i], acc[i + 1]);
+  });
 }
 
 // acc += a partial that store_partial wrote (another SM's: read from L2, never from this SM's L1).
 template <int kBlockN, int kAcc>
 __device__ __forceinline__ void add_partial(float (&acc)[kAcc], const float* slot_rows, int frag_row0,
                                             int frag_col0) {
-#pragma unroll
-  for (int q = 0; q < kAcc / hopper::kFragRegsPerQuad; ++q) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = frag_row0 + h * hopper::kFragRowHalf;
-      const int col = frag_col0 + q * hopper::kFragColStride;
-      const float2 v = __ldcg(reinterpret_cast<const float2*>(slot_rows + row * kBlockN + col));
-      acc[q * hopper::kFragRegsPerQuad + 2 * h] += v.x;
-      acc[q * hopper::kFragRegsPerQuad + 2 * h + 1] += v.y;
-    }
-  }
+  for_each_acc_pair<kAcc>(frag_row0, frag_col0, [&](int i, int row, int col) {
+    const float2 v = __ldcg(reinterpret_cast<const float2*>(slot_rows + row * kBlockN + col));
+    acc[i] += v.x;
+    acc[i + 1] += v.y;
+  });
 }
 
 // A position in the kStages-deep stage ring: the stage and the parity of the mbarrier phase it is in.
