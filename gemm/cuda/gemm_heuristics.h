@@ -152,10 +152,11 @@ constexpr int kMinStreamKIters = 8;
 // kSmBytesPerUs bounds the rate a CTA takes in its (BM+BN)*128 bytes per K block; kDramBytesPerUs the
 // whole-GPU streaming rate of decode shapes. Stream-K adds to its share of K blocks a fixed cost (the
 // flag reset before the launch, the head's wait) and, on the critical path, one partial written by a
-// later piece and those its head reads back at kFixupBytesPerUs per SM. Fitted (benchmarks/results/h200/sweep_fixup.jsonl)
-// with the whole-tile constants held: the rate is low because it also absorbs what ncu shows stream-K
-// CTAs paying per K block (1.5x the cycles of whole tiles at 1024x1536x7168, with equal DRAM bytes), so
-// stream-K is planned only where whole tiles leave most SMs idle.
+// later piece and those its head reads back at kFixupBytesPerUs per SM. Fitted to
+// benchmarks/results/h200/sweep_fixup.jsonl with the whole-tile constants held: the rate is low because
+// it also absorbs what ncu shows stream-K CTAs paying per K block (1.5x the cycles of whole tiles at
+// 1024x1536x7168, with equal DRAM bytes), so stream-K is planned only where whole tiles leave most SMs
+// idle.
 constexpr double kSmFlopsPerUs[kMaxMathWarpgroups] = {6.0e6, 9.5e6, 10.5e6};
 constexpr double sm_flops_per_us(const TileConfig& c) {
   return kSmFlopsPerUs[num_math_warpgroups(c) - 1];

@@ -85,7 +85,9 @@ void walk(const Plan& p, long long m, long long n, long long k) {
     }
   }
   for (size_t i = 0; i < covered.size(); ++i) {
-    if (covered[i] != 1) fail("(tile, kb) not covered exactly once", m, n, k, p.config, sk, static_cast<long long>(i), covered[i]);
+    if (covered[i] != 1) {
+      fail("(tile, kb) not covered exactly once", m, n, k, p.config, sk, static_cast<long long>(i), covered[i]);
+    }
   }
   // Each head's view: slots [fix_begin, fix_end) are its tile's later pieces in K order, on lower CTAs.
   for (int rt = 0; rt < s.sk_tiles; ++rt) {
@@ -102,8 +104,12 @@ void walk(const Plan& p, long long m, long long n, long long k) {
       continue;
     }
     for (size_t i = 0; i < pieces.size(); ++i) {
-      if (pieces[i].slot != h.fix_begin + static_cast<int>(i)) fail("head's slot / K order", m, n, k, p.config, sk, rt, pieces[i].slot);
-      if (pieces[i].cta >= head_cta) fail("head waits for a CTA of higher index", m, n, k, p.config, sk, rt, pieces[i].cta);
+      if (pieces[i].slot != h.fix_begin + static_cast<int>(i)) {
+        fail("head's slot / K order", m, n, k, p.config, sk, rt, pieces[i].slot);
+      }
+      if (pieces[i].cta >= head_cta) {
+        fail("head waits for a CTA of higher index", m, n, k, p.config, sk, rt, pieces[i].cta);
+      }
     }
   }
 }
