@@ -229,7 +229,10 @@ inline Plan make_plan(int config, bool stream_k, int64_t m, int64_t n, int64_t k
   const int64_t n_blocks = cdiv(n, static_cast<int64_t>(c.block_n) * c.cluster_n);
   const int64_t tiles = m_blocks * n_blocks;
   int64_t sk_tiles = stream_k ? tiles % slots : 0;
-  int64_t sk_ctas = std::min<int64_t>(slots, std::max<int64_t>(1, sk_tiles * kblocks / kMinStreamKIters));
+  // Ranges of at least min_range K blocks (sk_ctas <= iters / min_range): range starts are that far
+  // apart, so fewer than kblocks / min_range + 1 <= kMaxLaterPieces + 1 ranges meet one tile.
+  const int64_t min_range = std::max<int64_t>(kMinStreamKIters, cdiv(kblocks, kMaxLaterPieces));
+  int64_t sk_ctas = std::min<int64_t>(slots, std::max<int64_t>(1, sk_tiles * kblocks / min_range));
   if (!schedule_fits_int32(tiles, sk_tiles * kblocks, sk_ctas)) sk_tiles = 0;  // whole tiles only
   p.fits = schedule_fits_int32(tiles, 0, 0) && schedule_fits_int32(kblocks, 0, 0);
   TileSchedule& s = p.sched;

@@ -29,6 +29,10 @@ namespace gemm::cuda {
 // Rows of M blocks walked together so that CTAs running at the same time share A and B tiles in L2.
 constexpr int kGroupM = 8;
 
+// The most later pieces one tile's head adds (the planner keeps SK ranges at least
+// kblocks / kMaxLaterPieces long): the head's fix-up is unrolled over this bound, see the kernel.
+constexpr int kMaxLaterPieces = 8;
+
 // Tile and iteration indices are 32-bit (64-bit divisions are subroutine calls on the GPU): the
 // planner only makes schedules with fewer than 2^31 tiles and sk_iters() * sk_ctas < 2^31
 // (schedule_fits_int32), so every product below stays in range.

@@ -9,7 +9,8 @@
 //                          covered exactly once, whole tiles complete, one head per region tile that
 //                          stores it, later pieces in distinct slots inside the workspace, each opening
 //                          its CTA's range, and each head's slot list = its tile's later pieces in K
-//                          order, all on CTAs of lower index than the head's (no deadlock). Prints
+//                          order, all on CTAs of lower index than the head's (no deadlock), and at
+//                          most kMaxLaterPieces of them (the kernel's unrolled fix-up). Prints
 //                          "FAIL ..." lines and a final "walked N plans, F failures".
 #include <algorithm>
 #include <cstdio>
@@ -99,6 +100,9 @@ void walk(const Plan& p, long long m, long long n, long long k) {
     const int head_cta = heads[rt][0].second;
     std::vector<Piece> pieces = later[rt];
     std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.kb_begin < b.kb_begin; });
+    if (h.fix_end - h.fix_begin > kMaxLaterPieces) {
+      fail("head has more later pieces than kMaxLaterPieces", m, n, k, p.config, sk, rt, h.fix_end - h.fix_begin);
+    }
     if (h.fix_end - h.fix_begin != static_cast<int>(pieces.size())) {
       fail("head's piece count", m, n, k, p.config, sk, rt, h.fix_end - h.fix_begin);
       continue;

@@ -62,18 +62,18 @@ def test_plans_are_valid(probe):
             assert dp_tiles % grid == 0 and 1 <= sk_ctas <= grid and 0 < sk_tiles < H200_SMS, (m, n, k, grid)
 
 
-WALK_SHAPES = [  # ragged M/N/K, K of 1 block, region tiles of 1..131, many tiles
+WALK_SHAPES = [  # ragged M/N/K, K of 1 block, region tiles of 1..131, many tiles, long K over few tiles
     (1, 8, 16), (7, 192, 7168), (83, 576, 3884), (200, 300, 1040), (1, 200, 256), (129, 320, 1152),
     (1030, 8224, 576), (4096, 7168, 2048), (6144, 576, 7168), (1024, 1536, 7168), (8448, 128, 384),
-    (8512, 4160, 128), (64, 24576, 1536),
+    (8512, 4160, 128), (64, 24576, 1536), (1, 576, 65536),
 ]
 
 
 @pytest.mark.parametrize("sms", [H200_SMS, 114, 7])
 def test_schedule_covers_every_k_block_once(probe, sms):
     """Every (tile, K block) runs exactly once; stream-K later pieces land in distinct workspace slots, and
-    each tile's head waits for exactly its later pieces, in K order, on CTAs of lower index (H200, H100
-    PCIe and a tiny SM count)."""
+    each tile's head waits for exactly its later pieces (at most kMaxLaterPieces), in K order, on CTAs of
+    lower index (H200, H100 PCIe and a tiny SM count)."""
     text = "\n".join(f"{m} {n} {k}" for m, n, k in CONFIG_SHAPES + RAGGED_SHAPES + WALK_SHAPES)
     res = subprocess.run([str(probe), str(sms), "--walk"], input=text, capture_output=True, text=True)
     assert res.returncode == 0 and res.stdout.strip().endswith(" 0 failures"), res.stdout[-3000:]
