@@ -1,11 +1,10 @@
 // Helper kernels around the FP8 GEMM: the K-major repack for operands TMA cannot read directly,
-// the A-scale transpose, and the zeroing of the stream-K flags.
+// and the A-scale transpose.
 #pragma once
 
 #include <cstdint>
 
 #include "../gemm_launcher.h"
-#include "hopper_ptx.h"
 
 namespace gemm::cuda {
 
@@ -141,19 +140,6 @@ __global__ void __launch_bounds__(kScaleCopyThreads) transpose_scales_kernel(con
     const int64_t r = i % j.rows, c = i / j.rows;
     j.dst[c * j.ld + r] = j.src[r * j.stride_r + c * j.stride_c];
   }
-}
-
-// ---- the stream-K flags, zeroed before the GEMM that raises them ----
-// The GEMM is launched as this kernel's programmatic dependent: its CTAs start (prologue, whole tiles,
-// their stream-K pieces' K blocks) while this runs, and wait for it (griddep_wait) only at their first
-// flag access. A cudaMemsetAsync in its place sat on the critical path: 1.1-1.8 us of 12-16 us on
-// decode shapes (H200, 64x576x7168 stream-K: 14.0 us, 12.4 with the flags left unzeroed).
-constexpr int kZeroFlagsThreads = 256;
-
-__global__ void __launch_bounds__(kZeroFlagsThreads) zero_flags_kernel(int* flags, int64_t count) {
-  ptx::griddep_launch_dependents();
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += step) flags[i] = 0;
 }
 
 }  // namespace gemm::cuda

@@ -58,8 +58,7 @@ struct KernelParams {
   void* out = nullptr;
   int64_t out_ld = 0;
   float* partial = nullptr;  // stream-K slots of BLOCK_M x BLOCK_N floats, one per range (sched.sk_tiles > 0)
-  int* sk_flags = nullptr;   // per (range, math warpgroup): its slot rows are written; zeroed by
-                             // zero_flags_kernel, which this grid waits for before touching them
+  int* sk_flags = nullptr;   // per (range, math warpgroup): its slot rows are written; zero at launch
   OutFormat out_format = OutFormat::kBF16;
   bool out_pairs = false;   // base and row stride allow 2-element vector stores
   bool out_tma = false;     // 16-bit output stored through the staging tile by TMA (tmap_out is valid)
@@ -541,10 +540,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
         // A later stream-K piece: hand the partial to the tile's head.
         store_partial<kBlockN>(acc, p.partial + w.slot * kSlotFloats + wg_slot_offset, frag_row0, frag_col0);
         ptx::named_barrier_sync(wg_barrier, hopper::kWarpgroupThreads);
-        if (tid == 0) {
-          ptx::griddep_wait();  // the flags are zeroed by the kernel launched before this one
-          ptx::flag_raise(p.sk_flags + w.slot * kFlagsPerSlot + flag_offset);
-        }
+        if (tid == 0) ptx::flag_raise(p.sk_flags + w.slot * kFlagsPerSlot + flag_offset);
         continue;
       }
       if (w.fix_begin < w.fix_end) {
@@ -553,7 +549,6 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
         // made ptxas keep thread-index state live through the main loop (192x128: 131 instead of
         // 123 instructions per K block, with 2 S2R re-reads; large shapes ~3 % slower on the H200).
         if (tid == 0) {
-          ptx::griddep_wait();
 #pragma unroll
           for (int i = 0; i < kMaxLaterPieces; ++i) {
             if (w.fix_begin + i < w.fix_end) {

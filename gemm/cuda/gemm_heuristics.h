@@ -151,7 +151,7 @@ constexpr int kMinStreamKIters = 8;
 // math warpgroup, 9.5e6 for two, 10.5e6 for three (their wgmmas cover each other's promotions);
 // kSmBytesPerUs bounds the rate a CTA takes in its (BM+BN)*128 bytes per K block; kDramBytesPerUs the
 // whole-GPU streaming rate of decode shapes. Stream-K adds to its share of K blocks a fixed cost (the
-// flag-zeroing kernel before the GEMM, the head's wait) and, on the critical path, one partial written by a
+// flag reset before the launch, the head's wait) and, on the critical path, one partial written by a
 // later piece and those its head reads back at kFixupBytesPerUs per SM. Fitted to
 // benchmarks/results/h200/sweep_fixup.jsonl with the whole-tile constants held: the rate is low because
 // it also absorbs what ncu shows stream-K CTAs paying per K block (1.5x the cycles of whole tiles at
@@ -200,7 +200,7 @@ struct Plan {
   constexpr int ctas() const { return grid * cluster_n(); }
   constexpr bool stream_k() const { return sched.sk_tiles > 0; }
   // Workspace of the stream-K hand-off: one BLOCK_M x BLOCK_N fp32 slot per range, and one flag per
-  // (range, math warpgroup), zeroed by a kernel launched just before the GEMM.
+  // (range, math warpgroup), zeroed before the launch.
   constexpr int64_t partial_floats() const {
     return static_cast<int64_t>(sched.sk_ctas) * cluster_n() * kTileConfigs[config].block_m *
            kTileConfigs[config].block_n;

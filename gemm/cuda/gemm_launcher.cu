@@ -241,23 +241,13 @@ cudaError_t launch_config(const TensorMaps& maps, const KernelParams& p, int gri
   config.stream = stream;
   // Single-CTA configs launch without a cluster attribute: with a 1x1x1 cluster dimension, large
   // whole-tile plans ran 1-5 % slower (H200 package benchmark, 4096x32768x512: 181.6 vs 172.0 us).
-  cudaLaunchAttribute attrs[2] = {};
-  unsigned num_attrs = 0;
-  if (c.cluster_n > 1) {
-    attrs[num_attrs].id = cudaLaunchAttributeClusterDimension;
-    attrs[num_attrs].val.clusterDim.x = c.cluster_n;
-    attrs[num_attrs].val.clusterDim.y = 1;
-    attrs[num_attrs].val.clusterDim.z = 1;
-    ++num_attrs;
-  }
-  // Stream-K plans start while zero_flags_kernel, launched just before, still runs (see aux_kernels.cuh).
-  if (p.sk_flags != nullptr) {
-    attrs[num_attrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attrs[num_attrs].val.programmaticStreamSerializationAllowed = 1;
-    ++num_attrs;
-  }
-  config.attrs = attrs;
-  config.numAttrs = num_attrs;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = c.cluster_n;
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  config.attrs = &attr;
+  config.numAttrs = c.cluster_n > 1 ? 1 : 0;
   if (max_clusters != nullptr) return cudaOccupancyMaxActiveClusters(max_clusters, kernel, &config);
   return cudaLaunchKernelEx(&config, kernel, maps.a, maps.b, maps.a_scale, maps.out, p);
 }
@@ -366,11 +356,8 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
     }
     p.partial = reinterpret_cast<float*>(base);
     p.sk_flags = reinterpret_cast<int*>(base + slot_bytes);
-    const int64_t flags = plan.num_flags();
-    const int blocks = static_cast<int>(cdiv(flags, cuda::kZeroFlagsThreads));
-    cuda::zero_flags_kernel<<<blocks, cuda::kZeroFlagsThreads, 0, stream>>>(p.sk_flags, flags);
-    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) {
-      return cuda_error("zero_flags_kernel launch", e);
+    if (const cudaError_t e = cudaMemsetAsync(p.sk_flags, 0, flag_bytes, stream); e != cudaSuccess) {
+      return cuda_error("cudaMemsetAsync of the stream-K flags", e);
     }
   }
 

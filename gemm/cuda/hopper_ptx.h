@@ -155,15 +155,6 @@ __device__ __forceinline__ void setmaxnreg_dec() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kRegs));
 }
 
-// ---- programmatic dependent launch (a kernel launched with programmaticStreamSerialization) ----
-// Lets the dependent grid start once every CTA of this grid has executed it (or exited).
-__device__ __forceinline__ void griddep_launch_dependents() {
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-}
-// Waits until the grids this one depends on have completed and their writes are visible (a no-op
-// for a normally launched kernel).
-__device__ __forceinline__ void griddep_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
-
 // ---- flags between CTAs (the stream-K hand-off), gpu scope ----
 // Raises a zeroed flag once the caller's earlier writes, and those it observed through a barrier
 // (release cumulativity), are visible GPU-wide.
