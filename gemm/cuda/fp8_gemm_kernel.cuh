@@ -546,7 +546,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
       if (w.fix_begin < w.fix_end) {
         // A stream-K head: add the later pieces in K order (fixed, so the result is deterministic).
         // Unrolled over the planner's bound with predicates: a loop with a runtime trip count here
-        // made ptxas keep thread-index state live through the main loop (192x128: 131 instead of
+        // made ptxas keep thread-index state live through the main loop (192x128: 132 instead of
         // 123 instructions per K block, with 2 S2R re-reads; large shapes ~3 % slower on the H200).
         if (tid == 0) {
 #pragma unroll
