@@ -133,9 +133,9 @@ __device__ __forceinline__ void stage_fragment(const float (&acc)[kAcc], uint32_
 }
 
 // Epilogue through shared memory: every thread writes its fragment into the staging area, and lane 0
-// of each warp stores every kWarpgroupWarps-th 16-column chunk of the 64-row slab by TMA. A TMA
-// instruction costs its issuing thread ~0.1 us (H200, globaltimer trace: 8 chunks from one thread held
-// the warpgroup 0.5-0.6 us a tile), so the four warps issue in parallel. Each issuing lane tracks its
+// of each warp stores every kWarpgroupWarps-th 16-column chunk of the 64-row slab by TMA. A TMA store
+// holds its issuing thread ~70 ns (H200, globaltimer trace: 8 chunks from one thread held the
+// warpgroup ~0.5 us a tile), so the four warps issue in parallel. Each issuing lane tracks its
 // own bulk groups: the staging area is free again once they have read it. The stores drain while
 // the next tile runs.
 template <int kBlockN, int kAcc>
