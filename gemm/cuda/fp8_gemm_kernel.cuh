@@ -182,39 +182,35 @@ __device__ __forceinline__ void store_tile_direct(const float (&acc)[kAcc], cons
   }
 }
 
-// Calls f(i, row, col) for each pair of this thread's accumulator registers: acc[i] and acc[i + 1] are
-// columns col and col + 1 of row `row` of the warpgroup's 64 x kBlockN fragment.
-template <int kAcc, typename F>
-__device__ __forceinline__ void for_each_acc_pair(int frag_row0, int frag_col0, F&& f) {
+// A stream-K piece's fp32 partial of a warpgroup's 64 x kBlockN slab, in the accumulator's own order:
+// register quad i of thread t at float4 i * 128 + t of the slab. A warp stores and loads 512
+// contiguous bytes per instruction, and the head (same tile, same warpgroup, same thread) reads back
+// exactly its own registers. The row-major layout it replaces cost 8-byte accesses strided by rows:
+// a head adding four 192x128 partials took 13 us at 6144x576x7168 (H200, globaltimer trace).
+template <int kAcc>
+__device__ __forceinline__ void store_partial(const float (&acc)[kAcc], float* slab, int tid) {
+  float4* dst = reinterpret_cast<float4*>(slab) + tid;
 #pragma unroll
-  for (int q = 0; q < kAcc / hopper::kFragRegsPerQuad; ++q) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      f(q * hopper::kFragRegsPerQuad + 2 * h, frag_row0 + h * hopper::kFragRowHalf,
-        frag_col0 + q * hopper::kFragColStride);
-    }
+  for (int i = 0; i < kAcc / 4; ++i) {
+    dst[i * hopper::kWarpgroupThreads] = make_float4(acc[4 * i], acc[4 * i + 1], acc[4 * i + 2], acc[4 * i + 3]);
   }
 }
 
-// A stream-K piece: the warpgroup's 64 x kBlockN fp32 partial into its rows of a workspace slot
-// (row-major, kBlockN floats a row), in the accumulator fragment's layout.
-template <int kBlockN, int kAcc>
-__device__ __forceinline__ void store_partial(const float (&acc)[kAcc], float* slot_rows, int frag_row0,
-                                              int frag_col0) {
-  for_each_acc_pair<kAcc>(frag_row0, frag_col0, [&](int i, int row, int col) {
-    *reinterpret_cast<float2*>(slot_rows + row * kBlockN + col) = make_float2(acc[i], acc[i + 1]);
-  });
-}
-
-// acc += a partial that store_partial wrote (another SM's: read from L2, never from this SM's L1).
-template <int kBlockN, int kAcc>
-__device__ __forceinline__ void add_partial(float (&acc)[kAcc], const float* slot_rows, int frag_row0,
-                                            int frag_col0) {
-  for_each_acc_pair<kAcc>(frag_row0, frag_col0, [&](int i, int row, int col) {
-    const float2 v = __ldcg(reinterpret_cast<const float2*>(slot_rows + row * kBlockN + col));
-    acc[i] += v.x;
-    acc[i + 1] += v.y;
-  });
+// acc += a partial that store_partial wrote (another SM's: read from L2, never from this SM's L1). All
+// loads are issued before the adds, so a piece costs one L2 round trip.
+template <int kAcc>
+__device__ __forceinline__ void add_partial(float (&acc)[kAcc], const float* slab, int tid) {
+  const float4* src = reinterpret_cast<const float4*>(slab) + tid;
+  float4 v[kAcc / 4];
+#pragma unroll
+  for (int i = 0; i < kAcc / 4; ++i) v[i] = __ldcg(src + i * hopper::kWarpgroupThreads);
+#pragma unroll
+  for (int i = 0; i < kAcc / 4; ++i) {
+    acc[4 * i] += v[i].x;
+    acc[4 * i + 1] += v[i].y;
+    acc[4 * i + 2] += v[i].z;
+    acc[4 * i + 3] += v[i].w;
+  }
 }
 
 // A position in the kStages-deep stage ring: the stage and the parity of the mbarrier phase it is in.
@@ -543,30 +539,27 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
       constexpr int kFlagsPerSlot = kClusterN * kMathWG;
       if (w.slot >= 0) {
         // A later stream-K piece: hand the partial to the tile's head.
-        store_partial<kBlockN>(acc, p.partial + w.slot * kSlotFloats + wg_slot_offset, frag_row0, frag_col0);
+        store_partial(acc, p.partial + w.slot * kSlotFloats + wg_slot_offset, tid);
         ptx::named_barrier_sync(wg_barrier, hopper::kWarpgroupThreads);
         if (tid == 0) ptx::flag_raise(p.sk_flags + w.slot * kFlagsPerSlot + flag_offset);
         continue;
       }
       if (w.fix_begin < w.fix_end) {
         // A stream-K head: add the later pieces in K order (fixed, so the result is deterministic).
-        // Unrolled over the planner's bound with predicates: a loop with a runtime trip count here
-        // made ptxas keep thread-index state live through the main loop (192x128: 132 instead of
-        // 123 instructions per K block, with 2 S2R re-reads; large shapes ~3 % slower on the H200).
-        if (tid == 0) {
-#pragma unroll
-          for (int i = 0; i < kMaxLaterPieces; ++i) {
-            if (w.fix_begin + i < w.fix_end) {
-              ptx::flag_wait(p.sk_flags + (w.fix_begin + i) * kFlagsPerSlot + flag_offset);
-            }
-          }
+        // Thread i waits for piece i's flag, so the polls' L2 round trips overlap (one thread polling
+        // up to kMaxLaterPieces flags in turn held 64x576x7168 heads ~4 us, H200 trace); the barrier
+        // then makes every piece visible to the whole warpgroup. Unrolled over the planner's bound
+        // with predicates: a loop with a runtime trip count here made ptxas keep thread-index state
+        // live through the main loop (192x128: 132 instead of 123 instructions per K block, with 2
+        // S2R re-reads; large shapes ~3 % slower on the H200).
+        if (tid < kMaxLaterPieces && w.fix_begin + tid < w.fix_end) {
+          ptx::flag_wait(p.sk_flags + (w.fix_begin + tid) * kFlagsPerSlot + flag_offset);
         }
         ptx::named_barrier_sync(wg_barrier, hopper::kWarpgroupThreads);
 #pragma unroll
         for (int i = 0; i < kMaxLaterPieces; ++i) {
           if (w.fix_begin + i < w.fix_end) {
-            add_partial<kBlockN>(acc, p.partial + (w.fix_begin + i) * kSlotFloats + wg_slot_offset, frag_row0,
-                                 frag_col0);
+            add_partial(acc, p.partial + (w.fix_begin + i) * kSlotFloats + wg_slot_offset, tid);
           }
         }
       }
