@@ -196,20 +196,38 @@ __device__ __forceinline__ void store_partial(const float (&acc)[kAcc], float* s
   }
 }
 
-// acc += a partial that store_partial wrote (another SM's: read from L2, never from this SM's L1). All
-// loads are issued before the adds, so a piece costs one L2 round trip.
-template <int kAcc>
-__device__ __forceinline__ void add_partial(float (&acc)[kAcc], const float* slab, int tid) {
-  const float4* src = reinterpret_cast<const float4*>(slab) + tid;
-  float4 v[kAcc / 4];
+// acc += the partials of a head's later pieces `slab0` .. `count - 1` slots on (kSlotFloats apart,
+// written by store_partial on other SMs: read from L2, never from this SM's L1), added in K order so
+// that the sum is deterministic. The loads of kBatch pieces are issued before their adds: one L2 round
+// trip per batch, not per piece. A batch past `count` re-reads the last piece instead of skipping the
+// load: buffers defined on every path keep ptxas from spilling (predicated loads spilled up to 2.5 KB
+// a thread). Unrolled over kMaxLaterPieces with predicates (see the call site).
+template <int kBatch, int64_t kSlotFloats, int kAcc>
+__device__ __forceinline__ void add_partials(float (&acc)[kAcc], const float* slab0, int count, int tid) {
 #pragma unroll
-  for (int i = 0; i < kAcc / 4; ++i) v[i] = __ldcg(src + i * hopper::kWarpgroupThreads);
+  for (int b = 0; b < kMaxLaterPieces; b += kBatch) {
+    if (b < count) {
+      float4 v[kBatch][kAcc / 4];
 #pragma unroll
-  for (int i = 0; i < kAcc / 4; ++i) {
-    acc[4 * i] += v[i].x;
-    acc[4 * i + 1] += v[i].y;
-    acc[4 * i + 2] += v[i].z;
-    acc[4 * i + 3] += v[i].w;
+      for (int j = 0; j < kBatch; ++j) {
+        const int piece = b + j < count ? b + j : count - 1;
+        const float4* src = reinterpret_cast<const float4*>(slab0 + piece * kSlotFloats) + tid;
+#pragma unroll
+        for (int i = 0; i < kAcc / 4; ++i) v[j][i] = __ldcg(src + i * hopper::kWarpgroupThreads);
+      }
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        if (b + j < count) {
+#pragma unroll
+          for (int i = 0; i < kAcc / 4; ++i) {
+            acc[4 * i] += v[j][i].x;
+            acc[4 * i + 1] += v[j][i].y;
+            acc[4 * i + 2] += v[j][i].z;
+            acc[4 * i + 3] += v[j][i].w;
+          }
+        }
+      }
+    }
   }
 }
 
@@ -556,12 +574,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
           ptx::flag_wait(p.sk_flags + (w.fix_begin + tid) * kFlagsPerSlot + flag_offset);
         }
         ptx::named_barrier_sync(wg_barrier, hopper::kWarpgroupThreads);
-#pragma unroll
-        for (int i = 0; i < kMaxLaterPieces; ++i) {
-          if (w.fix_begin + i < w.fix_end) {
-            add_partial(acc, p.partial + (w.fix_begin + i) * kSlotFloats + wg_slot_offset, tid);
-          }
-        }
+        add_partials<fixup_batch(kCfg), kSlotFloats>(acc, p.partial + w.fix_begin * kSlotFloats + wg_slot_offset, w.fix_end - w.fix_begin, tid);
       }
       if (p.out_tma) {
         store_tile_by_tma<kBlockN>(acc, p, &tmap_out, smem_out + warpgroup * kStagingBytesPerWG, wg_barrier, tid,

@@ -84,6 +84,13 @@ constexpr int kMathRegsBesideAccOneTmp = 24;  // measured: no spills at 152 regi
 GEMM_HOST_DEVICE constexpr bool registers_fit(const TileConfig& c) {
   return ping_pong(c) || 2 * acc_registers(c) + kMathRegsBesideAccOneTmp <= math_registers(c);
 }
+// Later stream-K pieces whose partials a head loads at once before adding them (in K order): as many
+// accumulator-sized buffers as fit beside the accumulator once the temporaries are dead. One piece at a
+// time cost a 64x64 head an L2 round trip per piece (~4 us for 6 pieces at 64x576x7168, H200 trace).
+GEMM_HOST_DEVICE constexpr int fixup_batch(const TileConfig& c) {
+  const int fit = (math_registers(c) - acc_registers(c) - kMathRegsBesideAcc) / acc_registers(c);
+  return fit < 1 ? 1 : fit;
+}
 // A tile never spans more than this many 128-wide B scale blocks.
 GEMM_HOST_DEVICE constexpr int max_scale_blocks(int block_n) {
   return static_cast<int>((block_n + kScaleBlockN - 1) / kScaleBlockN) + 1;
