@@ -564,9 +564,9 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
       }
       if (w.fix_begin < w.fix_end) {
         // A stream-K head: add the later pieces in K order (fixed, so the result is deterministic).
-        // Thread i waits for piece i's flag, so the polls' L2 round trips overlap (one thread polling
-        // up to kMaxLaterPieces flags in turn held 64x576x7168 heads ~4 us, H200 trace); the barrier
-        // then makes every piece visible to the whole warpgroup. Unrolled over the planner's bound
+        // Thread i waits for piece i's flag, so the polls' L2 round trips overlap instead of adding up
+        // (one thread polled them in turn before); the barrier then makes every piece visible to the
+        // whole warpgroup. Unrolled over the planner's bound
         // with predicates: a loop with a runtime trip count here made ptxas keep thread-index state
         // live through the main loop (192x128: 132 instead of 123 instructions per K block, with 2
         // S2R re-reads; large shapes ~3 % slower on the H200).

@@ -86,7 +86,8 @@ GEMM_HOST_DEVICE constexpr bool registers_fit(const TileConfig& c) {
 }
 // Later stream-K pieces whose partials a head loads at once before adding them (in K order): as many
 // accumulator-sized buffers as fit beside the accumulator once the temporaries are dead. One piece at a
-// time cost a 64x64 head an L2 round trip per piece (~4 us for 6 pieces at 64x576x7168, H200 trace).
+// time costs an L2 round trip per piece (H200 A/B, benchmarks/results/h200/ab_skfix3.jsonl: 128x576x7168
+// 12.5 -> 11.7 us).
 GEMM_HOST_DEVICE constexpr int fixup_batch(const TileConfig& c) {
   const int fit = (math_registers(c) - acc_registers(c) - kMathRegsBesideAcc) / acc_registers(c);
   return fit < 1 ? 1 : fit;
