@@ -183,10 +183,9 @@ __device__ __forceinline__ void store_tile_direct(const float (&acc)[kAcc], cons
 }
 
 // A stream-K piece's fp32 partial of a warpgroup's 64 x kBlockN slab, in the accumulator's own order:
-// register quad i of thread t at float4 i * 128 + t of the slab. A warp stores and loads 512
-// contiguous bytes per instruction, and the head (same tile, same warpgroup, same thread) reads back
-// exactly its own registers. The row-major layout it replaces cost 8-byte accesses strided by rows:
-// a head adding four 192x128 partials took 13 us at 6144x576x7168 (H200, globaltimer trace).
+// register quad i of thread t at float4 i * 128 + t of the slab. A warp stores and loads 512 contiguous
+// bytes per instruction, and the head (same tile, warpgroup and thread) reads back exactly its own
+// registers, with no index math.
 template <int kAcc>
 __device__ __forceinline__ void store_partial(const float (&acc)[kAcc], float* slab, int tid) {
   float4* dst = reinterpret_cast<float4*>(slab) + tid;
@@ -196,12 +195,12 @@ __device__ __forceinline__ void store_partial(const float (&acc)[kAcc], float* s
   }
 }
 
-// acc += the partials of a head's later pieces `slab0` .. `count - 1` slots on (kSlotFloats apart,
-// written by store_partial on other SMs: read from L2, never from this SM's L1), added in K order so
-// that the sum is deterministic. The loads of kBatch pieces are issued before their adds: one L2 round
-// trip per batch, not per piece. A batch past `count` re-reads the last piece instead of skipping the
-// load: buffers defined on every path keep ptxas from spilling (predicated loads spilled up to 2.5 KB
-// a thread). Unrolled over kMaxLaterPieces with predicates (see the call site).
+// acc += the partials of a head's `count` later pieces, whose slots start at `slab0`, kSlotFloats apart
+// (written by store_partial on other SMs: read from L2, never from this SM's L1). They are added in K
+// order, so the sum is deterministic. The loads of kBatch pieces are issued before their adds: one L2
+// round trip per batch, not per piece. A batch past `count` re-reads the last piece instead of skipping
+// the load: buffers defined on every path keep ptxas from spilling (predicated loads spilled up to
+// 2.5 KB a thread). Unrolled over kMaxLaterPieces with predicates (see the call site).
 template <int kBatch, int64_t kSlotFloats, int kAcc>
 __device__ __forceinline__ void add_partials(float (&acc)[kAcc], const float* slab0, int count, int tid) {
 #pragma unroll
@@ -564,17 +563,17 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
       }
       if (w.fix_begin < w.fix_end) {
         // A stream-K head: add the later pieces in K order (fixed, so the result is deterministic).
-        // Thread i waits for piece i's flag, so the polls' L2 round trips overlap instead of adding up
-        // (one thread polled them in turn before); the barrier then makes every piece visible to the
-        // whole warpgroup. Unrolled over the planner's bound
-        // with predicates: a loop with a runtime trip count here made ptxas keep thread-index state
-        // live through the main loop (192x128: 132 instead of 123 instructions per K block, with 2
-        // S2R re-reads; large shapes ~3 % slower on the H200).
+        // Thread i waits for piece i's flag, so the polls' L2 round trips overlap instead of adding up;
+        // the barrier then makes every piece visible to the whole warpgroup. Unrolled over the planner's
+        // bound with predicates: a loop with a runtime trip count here made ptxas keep thread-index state
+        // live through the main loop (192x128: 132 instead of 123 instructions per K block, with 2 S2R
+        // re-reads; large shapes ~3 % slower on the H200).
         if (tid < kMaxLaterPieces && w.fix_begin + tid < w.fix_end) {
           ptx::flag_wait(p.sk_flags + (w.fix_begin + tid) * kFlagsPerSlot + flag_offset);
         }
         ptx::named_barrier_sync(wg_barrier, hopper::kWarpgroupThreads);
-        add_partials<fixup_batch(kCfg), kSlotFloats>(acc, p.partial + w.fix_begin * kSlotFloats + wg_slot_offset, w.fix_end - w.fix_begin, tid);
+        add_partials<fixup_batch(kCfg), kSlotFloats>(acc, p.partial + w.fix_begin * kSlotFloats + wg_slot_offset,
+                                                     w.fix_end - w.fix_begin, tid);
       }
       if (p.out_tma) {
         store_tile_by_tma<kBlockN>(acc, p, &tmap_out, smem_out + warpgroup * kStagingBytesPerWG, wg_barrier, tid,
