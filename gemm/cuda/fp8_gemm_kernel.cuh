@@ -16,16 +16,18 @@
 //    (and, for two-warpgroup tiles, of the K block's A scales), one warp copies the remaining scales
 //    (any strides) into the stage with cp.async, whose completion arrives on the same full barrier -
 //    so scale latency is hidden kStages blocks ahead;
-//  - 1 to 3 math warpgroups (64 rows each) run wgmma m64nNk32 steps into a temporary accumulator and
-//    promote `acc += tmp * As[row, kb] * Bs[col / 128, kb]` in fp32 registers (two-level
-//    accumulation: FP8 tensor-core sums lose bits over long K). With 1 or 2 warpgroups two
-//    temporaries alternate: the wgmma of step t+1 runs on the tensor cores while step t is promoted
-//    (which caps BLOCK_N at 128: three 64 x BLOCK_N fragments must fit in a thread's registers). Three
-//    warpgroups have registers for one temporary each (ping_pong() in gemm_heuristics.h); there the
-//    other two warpgroups' wgmmas keep the tensor cores busy during a promotion;
+//  - 1 to 3 math warpgroups (64 rows each, or kSlabs 64-row slabs each run in turn) run wgmma
+//    m64nNk32 steps into a temporary accumulator and promote `acc += tmp * As[row, kb] * Bs[col / 128,
+//    kb]` in fp32 registers (two-level accumulation: FP8 tensor-core sums lose bits over long K). With
+//    1 or 2 one-slab warpgroups two temporaries alternate: the wgmma of step t+1 runs on the tensor
+//    cores while step t is promoted (which caps BLOCK_N at 128: three 64 x BLOCK_N fragments must fit
+//    in a thread's registers). Three warpgroups, and warpgroups of two slabs (an accumulator per slab),
+//    have registers for one temporary (ping_pong() in gemm_heuristics.h); there the other warpgroups'
+//    wgmmas keep the tensor cores busy during a promotion;
 //  - the epilogue converts (bf16/fp16 round-to-nearest-even, or fp32). 16-bit outputs whose rows TMA
-//    can address go through a 32B-swizzled staging tile in shared memory and leave by TMA stores that
-//    drain while the warpgroup already runs the next tile (TMA clips ragged M and N); the rest (fp32,
+//    can address go through a 32B-swizzled staging tile in shared memory (a slab at a time, in column
+//    parts where shared memory is short) and leave by TMA stores that drain while the warpgroup
+//    already runs the next slab or tile (TMA clips ragged M and N); the rest (fp32,
 //    odd row strides) are stored from registers with row/column guards, stream-K partials from
 //    registers into their workspace slot. Ragged K is zero-filled by TMA.
 // Raw PTX (hopper_ptx.h) rather than CUTLASS/CuTe: a dozen instructions, fast CI compiles, and full
@@ -108,16 +110,17 @@ __device__ __forceinline__ void store_fragment(const float (&acc)[kAcc], T* out,
   }
 }
 
-// Writes one thread's fragment of a 64 x kBlockN warpgroup tile into its staging area: column chunk
-// c (16 columns) is 64 rows x 32 bytes at c * 2 KB, 32B-swizzled as the output tensor map expects.
-template <typename T, int kAcc>
-__device__ __forceinline__ void stage_fragment(const float (&acc)[kAcc], uint32_t staging, int tid) {
+// Writes register quads [q0, q0 + kQuads) of one thread's fragment of a 64-row slab (its columns from
+// 8 * q0 on) into its staging area: column chunk c (16 columns) is 64 rows x 32 bytes at c * 2 KB,
+// 32B-swizzled as the output tensor map expects.
+template <typename T, int kQuads, int kAcc>
+__device__ __forceinline__ void stage_fragment(const float (&acc)[kAcc], int q0, uint32_t staging, int tid) {
   using P = OutPair<T>;
   constexpr uint32_t kChunkBytes = hopper::kWgmmaM * hopper::kStoreChunkBytes;
   const int row0 = hopper::frag_row(tid, 0);
   const int col0 = hopper::frag_col(tid, 0);
 #pragma unroll
-  for (int q = 0; q < kAcc / hopper::kFragRegsPerQuad; ++q) {
+  for (int q = 0; q < kQuads; ++q) {
     const int col = col0 + q * hopper::kFragColStride;
     const uint32_t chunk = staging + (col / hopper::kStoreChunkCols16) * kChunkBytes;
 #pragma unroll
@@ -125,43 +128,49 @@ __device__ __forceinline__ void stage_fragment(const float (&acc)[kAcc], uint32_
       const int row = row0 + h * hopper::kFragRowHalf;
       const uint32_t offset = hopper::swizzle_32b(
           row * hopper::kStoreChunkBytes + (col % hopper::kStoreChunkCols16) * static_cast<int>(sizeof(T)));
-      const typename P::Vec v = P::pack(acc[q * hopper::kFragRegsPerQuad + 2 * h],
-                                        acc[q * hopper::kFragRegsPerQuad + 2 * h + 1]);
+      const typename P::Vec v = P::pack(acc[(q0 + q) * hopper::kFragRegsPerQuad + 2 * h],
+                                        acc[(q0 + q) * hopper::kFragRegsPerQuad + 2 * h + 1]);
       ptx::st_shared_b32(chunk + offset, *reinterpret_cast<const uint32_t*>(&v));
     }
   }
 }
 
-// Epilogue through shared memory: every thread writes its fragment into the staging area, and lane 0
-// of each warp stores every kWarpgroupWarps-th 16-column chunk of the 64-row slab by TMA. A TMA store
-// holds its issuing thread ~70 ns (H200, globaltimer trace: 8 chunks from one thread held the
-// warpgroup ~0.5 us a tile), so the four warps issue in parallel. Each issuing lane tracks its
-// own bulk groups: the staging area is free again once they have read it. The stores drain while
-// the next tile runs.
-template <int kBlockN, int kAcc>
+// Epilogue of a 64-row slab through shared memory, in kParts rounds of columns: every thread writes its
+// part of the fragment into the staging area, and lane 0 of each warp stores every kWarpgroupWarps-th
+// 16-column chunk by TMA. A TMA store holds its issuing thread ~70 ns (H200, globaltimer trace: 8
+// chunks from one thread held the warpgroup ~0.5 us a tile), so the four warps issue in parallel.
+// Each issuing lane tracks its own bulk groups: the staging area is free again once they have read it.
+// The stores drain while the next round, or the next tile, runs.
+template <int kParts, int kAcc>
 __device__ __forceinline__ void store_tile_by_tma(const float (&acc)[kAcc], const KernelParams& p,
                                                   const CUtensorMap* tmap_out, uint8_t* staging,
                                                   uint32_t wg_barrier, int tid, int64_t row0, int64_t col0) {
   constexpr int kChunkBytes = hopper::kWgmmaM * hopper::kStoreChunkBytes;
+  constexpr int kQuads = kAcc / hopper::kFragRegsPerQuad / kParts;
+  constexpr int kPartCols = kQuads * hopper::kFragColStride;
+  static_assert(kPartCols % hopper::kStoreChunkCols16 == 0, "a round stores whole 16-column chunks");
   const int warp = tid / hopper::kWarpSize;
   const bool issuer = tid % hopper::kWarpSize == 0;
-  if (issuer) ptx::bulk_wait_read<0>();
-  ptx::named_barrier_sync(wg_barrier, hopper::kWarpgroupThreads);
-  if (p.out_format == OutFormat::kBF16) {
-    stage_fragment<__nv_bfloat16>(acc, ptx::smem_addr(staging), tid);
-  } else {
-    stage_fragment<__half>(acc, ptx::smem_addr(staging), tid);
-  }
-  ptx::fence_proxy_async_smem();
-  ptx::named_barrier_sync(wg_barrier, hopper::kWarpgroupThreads);
-  if (issuer && row0 < p.m) {
-#pragma unroll 1
-    for (int c = warp; c < kBlockN / hopper::kStoreChunkCols16; c += hopper::kWarpgroupWarps) {
-      const int64_t col = col0 + c * hopper::kStoreChunkCols16;
-      if (col >= p.n) break;
-      ptx::tma_store_2d(tmap_out, staging + c * kChunkBytes, static_cast<int32_t>(col), static_cast<int32_t>(row0));
+#pragma unroll
+  for (int part = 0; part < kParts; ++part) {
+    if (issuer) ptx::bulk_wait_read<0>();
+    ptx::named_barrier_sync(wg_barrier, hopper::kWarpgroupThreads);
+    if (p.out_format == OutFormat::kBF16) {
+      stage_fragment<__nv_bfloat16, kQuads>(acc, part * kQuads, ptx::smem_addr(staging), tid);
+    } else {
+      stage_fragment<__half, kQuads>(acc, part * kQuads, ptx::smem_addr(staging), tid);
     }
-    ptx::bulk_commit();
+    ptx::fence_proxy_async_smem();
+    ptx::named_barrier_sync(wg_barrier, hopper::kWarpgroupThreads);
+    if (issuer && row0 < p.m) {
+#pragma unroll 1
+      for (int c = warp; c < kPartCols / hopper::kStoreChunkCols16; c += hopper::kWarpgroupWarps) {
+        const int64_t col = col0 + part * kPartCols + c * hopper::kStoreChunkCols16;
+        if (col >= p.n) break;
+        ptx::tma_store_2d(tmap_out, staging + c * kChunkBytes, static_cast<int32_t>(col), static_cast<int32_t>(row0));
+      }
+      ptx::bulk_commit();
+    }
   }
 }
 
@@ -281,16 +290,17 @@ __device__ __forceinline__ void promote(float (&acc)[kAcc], const float (&tmp)[k
   }
 }
 
-template <int kBlockM, int kBlockN, int kClusterN>
-__global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClusterN}), 1)
+template <int kBlockM, int kBlockN, int kClusterN, int kSlabs>
+__global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClusterN, kSlabs}), 1)
     fp8_gemm_kernel(const __grid_constant__ CUtensorMap tmap_a,
                     const __grid_constant__ CUtensorMap tmap_b,
                     const __grid_constant__ CUtensorMap tmap_a_scale,
                     const __grid_constant__ CUtensorMap tmap_out, const KernelParams p) {
-  constexpr TileConfig kCfg{kBlockM, kBlockN, kClusterN};
+  constexpr TileConfig kCfg{kBlockM, kBlockN, kClusterN, kSlabs};
   static_assert(registers_fit(kCfg), "accumulators do not fit the math warpgroups' register budget");
   constexpr int kStages = num_stages(kCfg);
   constexpr int kMathWG = num_math_warpgroups(kCfg);
+  constexpr int kWgRows = kSlabs * hopper::kWgmmaM;  // a math warpgroup's rows of the tile: its slabs
   constexpr int kABytes = kBlockM * kBlockK;
   constexpr int kBBytes = kBlockN * kBlockK;
   // One MMA step covers kPromoteK of K (kWgmmaK each wgmma); a K block is kStepsPerBlock steps.
@@ -303,7 +313,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
   constexpr int kAScaleFloats = a_scale_stage_floats(kCfg);  // B scales follow the A scales in a stage
   using Mma = WgmmaFp8<kBlockN>;
   constexpr int kAcc = Mma::kAccRegs;
-  static_assert(kBlockM % hopper::kWgmmaM == 0 && kBlockN % hopper::kWgmmaNAlign == 0 &&
+  static_assert(kBlockM % kWgRows == 0 && kBlockN % hopper::kWgmmaNAlign == 0 &&
                     kBlockN <= hopper::kTmaMaxBox && kBlockM <= hopper::kTmaMaxBox,
                 "tile shape outside what wgmma/TMA take");
   static_assert(kABytes % hopper::kSwizzleAtomBytes == 0 && kBBytes % hopper::kSwizzleAtomBytes == 0,
@@ -439,7 +449,8 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
     const int frag_row0 = hopper::frag_row(tid, 0);
     const int frag_col0 = hopper::frag_col(tid, 0);
     constexpr bool kPingPong = ping_pong(kCfg);
-    float acc[kAcc];
+    static_assert(kSlabs == 1 || !kPingPong, "slabs share one temporary");
+    float acc[kSlabs][kAcc];
     float tmp[kPingPong ? 2 : 1][kAcc];
     StepScales<kMaxScaleBlocks> scales[kPingPong ? 2 : 1];
     // Stage ring positions of the next K block to wait for (issue) and to hand back (retire): the
@@ -449,18 +460,20 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
     // [BLOCK_M][kAScaleBoxKBlocks] box whose column is the K block's index mod kAScaleBoxKBlocks.
     const int a_scale_row_stride = p.a_scale_k_major ? kAScaleBoxKBlocks : 1;
     const int a_scale_col_mask = p.a_scale_k_major ? kAScaleBoxKBlocks - 1 : 0;
-    const int a_scale_idx0 = (warpgroup * hopper::kWgmmaM + frag_row0) * a_scale_row_stride;
+    const int a_scale_idx0 = (warpgroup * kWgRows + frag_row0) * a_scale_row_stride;
     const int a_scale_idx1 = a_scale_idx0 + hopper::kFragRowHalf * a_scale_row_stride;
-    // Descriptors of stage 0 (this warpgroup's 64 A rows, all of B); a stage further is a constant step
-    // of the start-address field, which cannot carry out of it (shared memory < 2^18 bytes).
-    const uint64_t desc_a0 =
-        hopper::make_smem_desc_k_major_sw128(ptx::smem_addr(smem_a + warpgroup * hopper::kWgmmaM * kBlockK));
+    const int a_scale_slab_step = hopper::kWgmmaM * a_scale_row_stride;
+    // Descriptors of stage 0 (this warpgroup's first 64 A rows, all of B); a stage or a slab further is
+    // a constant step of the start-address field, which cannot carry out of it (shared memory < 2^18
+    // bytes).
+    const uint64_t desc_a0 = hopper::make_smem_desc_k_major_sw128(ptx::smem_addr(smem_a + warpgroup * kWgRows * kBlockK));
     const uint64_t desc_b0 = hopper::make_smem_desc_k_major_sw128(ptx::smem_addr(smem_b));
+    constexpr uint64_t kADescSlabStep = static_cast<uint64_t>(hopper::kWgmmaM * kBlockK) >> hopper::kDescAddrShift;
     constexpr uint64_t kADescStageStep = static_cast<uint64_t>(kABytes) >> hopper::kDescAddrShift;
     constexpr uint64_t kBDescStageStep = static_cast<uint64_t>(kBBytes) >> hopper::kDescAddrShift;
     WorkUnit w;
     for (int unit = 0; work_unit(p.sched, sched_cta, sched_grid, unit, w); ++unit) {
-      const int64_t row0 = w.m_blk * kBlockM + warpgroup * hopper::kWgmmaM + frag_row0;
+      const int64_t slab_row0 = w.m_blk * kBlockM + warpgroup * kWgRows;  // this warpgroup's first slab
       // B scale blocks touched by this tile: nb0, and from tile-local column `next_block_col` on nb0+1.
       const int64_t n0 = (w.n_blk * kClusterN + cta_rank) * kBlockN;
       const int64_t nb0 = n0 / kScaleBlockN;
@@ -468,23 +481,25 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
       const bool one_scale_block = next_block_col >= kBlockN || nb0 + 1 >= num_scale_n;
       const int steps = (w.kb_end - w.kb_begin) * kStepsPerBlock;
 
-      // Step t: wgmma over K [t * kPromoteK, (t + 1) * kPromoteK) of this unit into tmp[buf].
-      auto issue = [&](int t, auto buf_tag) {
+      // Step t of a slab: wgmma over K [t * kPromoteK, (t + 1) * kPromoteK) of this unit into tmp[buf].
+      auto issue = [&](int t, auto buf_tag, int slab) {
         constexpr int kBuf = decltype(buf_tag)::value;
         const int s = load_pos.stage;
         const int sub = t % kStepsPerBlock;
-        if (sub == 0) ptx::mbar_wait(&full_bar[s], load_pos.phase);
+        if (sub == 0 && slab == 0) ptx::mbar_wait(&full_bar[s], load_pos.phase);
         // Scales of this K block (TMA / the scale warp put them in the stage); read now, used after the MMAs.
-        const float* stage_scales = smem_scales + s * kScaleFloats;
+        const float* stage_scales = smem_scales + s * kScaleFloats + slab * a_scale_slab_step;
         const int a_col = (w.kb_begin + t / kStepsPerBlock) & a_scale_col_mask;
         scales[kBuf].a0 = stage_scales[a_scale_idx0 + a_col];
         scales[kBuf].a1 = stage_scales[a_scale_idx1 + a_col];
 #pragma unroll
-        for (int j = 0; j < kMaxScaleBlocks; ++j) scales[kBuf].b[j] = stage_scales[kAScaleFloats + j];
+        for (int j = 0; j < kMaxScaleBlocks; ++j) {
+          scales[kBuf].b[j] = smem_scales[s * kScaleFloats + kAScaleFloats + j];
+        }
         const uint64_t k_offset = sub * kWgmmasPerStep * hopper::kDescKStep;
-        const uint64_t desc_a = desc_a0 + s * kADescStageStep + k_offset;
+        const uint64_t desc_a = desc_a0 + s * kADescStageStep + slab * kADescSlabStep + k_offset;
         const uint64_t desc_b = desc_b0 + s * kBDescStageStep + k_offset;
-        if (sub == kStepsPerBlock - 1) load_pos.advance();
+        if (sub == kStepsPerBlock - 1 && slab == kSlabs - 1) load_pos.advance();
         ptx::fence_regs(tmp[kBuf]);
         ptx::wgmma_fence();
 #pragma unroll
@@ -493,13 +508,13 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
         }
         ptx::wgmma_commit();
       };
-      // Waits for step t (leaving kPending later groups in flight), frees its stage after the last
-      // step of a K block, and promotes it.
-      auto retire = [&](int t, auto buf_tag, auto pending_tag) {
+      // Waits for step t of a slab (leaving kPending later groups in flight), frees its stage after the
+      // last step of a K block's last slab, and promotes it.
+      auto retire = [&](int t, auto buf_tag, auto pending_tag, int slab) {
         constexpr int kBuf = decltype(buf_tag)::value;
         ptx::wgmma_wait<decltype(pending_tag)::value>();
         ptx::fence_regs(tmp[kBuf]);
-        if (t % kStepsPerBlock == kStepsPerBlock - 1) {
+        if (t % kStepsPerBlock == kStepsPerBlock - 1 && slab == kSlabs - 1) {
           if (lane == 0) {
             if constexpr (kClusterN > 1) {
 #pragma unroll
@@ -510,7 +525,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
           }
           free_pos.advance();
         }
-        promote(acc, tmp[kBuf], scales[kBuf], one_scale_block, frag_col0, next_block_col);
+        promote(acc[slab], tmp[kBuf], scales[kBuf], one_scale_block, frag_col0, next_block_col);
       };
       using B0 = std::integral_constant<int, 0>;
       using B1 = std::integral_constant<int, 1>;
@@ -518,45 +533,55 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
       using Wait1 = std::integral_constant<int, 1>;
 
 #pragma unroll
-      for (int i = 0; i < kAcc; ++i) acc[i] = 0.f;
-      // One temporary: wgmma, wait, promote. Ping-pong: issue t+1 into the other buffer before retiring
-      // t. Every exit retires with wait<0> (a unit has >= 1 step), so no wgmma is in flight past the
-      // loop (ptxas serializes the wgmma otherwise).
+      for (int sl = 0; sl < kSlabs; ++sl) {
+#pragma unroll
+        for (int i = 0; i < kAcc; ++i) acc[sl][i] = 0.f;
+      }
+      // One temporary: wgmma, wait, promote, slab after slab. Ping-pong (one slab): issue t+1 into the
+      // other buffer before retiring t. Every exit retires with wait<0> (a unit has >= 1 step), so no
+      // wgmma is in flight past the loop (ptxas serializes the wgmma otherwise).
       if constexpr (!kPingPong) {
 #pragma unroll 1
         for (int t = 0; t < steps; ++t) {
-          issue(t, B0{});
-          retire(t, B0{}, Wait0{});
+#pragma unroll
+          for (int sl = 0; sl < kSlabs; ++sl) {
+            issue(t, B0{}, sl);
+            retire(t, B0{}, Wait0{}, sl);
+          }
         }
       } else {
-        issue(0, B0{});
+        issue(0, B0{}, 0);
         for (int t = 0;; t += 2) {
           if (t + 1 >= steps) {
-            retire(t, B0{}, Wait0{});
+            retire(t, B0{}, Wait0{}, 0);
             break;
           }
-          issue(t + 1, B1{});
-          retire(t, B0{}, Wait1{});
+          issue(t + 1, B1{}, 0);
+          retire(t, B0{}, Wait1{}, 0);
           if (t + 2 >= steps) {
-            retire(t + 1, B1{}, Wait0{});
+            retire(t + 1, B1{}, Wait0{}, 0);
             break;
           }
-          issue(t + 2, B0{});
-          retire(t + 1, B1{}, Wait1{});
+          issue(t + 2, B0{}, 0);
+          retire(t + 1, B1{}, Wait1{}, 0);
         }
       }
 
       // Named barrier 1 + warpgroup syncs this warpgroup alone (0 is __syncthreads).
       const uint32_t wg_barrier = 1 + warpgroup;
-      // A slot holds a cluster tile: kClusterN CTA tiles of kMathWG 64-row slabs, each with its flag.
-      const int64_t wg_slot_offset =
-          (static_cast<int64_t>(cta_rank) * kBlockM + warpgroup * hopper::kWgmmaM) * kBlockN;
+      // A slot holds a cluster tile: kClusterN CTA tiles of kMathWG warpgroups' slabs, a flag per
+      // warpgroup.
+      const int64_t wg_slot_offset = (static_cast<int64_t>(cta_rank) * kBlockM + warpgroup * kWgRows) * kBlockN;
+      constexpr int64_t kSlabFloats = static_cast<int64_t>(hopper::kWgmmaM) * kBlockN;
       constexpr int64_t kSlotFloats = static_cast<int64_t>(kClusterN) * kBlockM * kBlockN;
       const int flag_offset = cta_rank * kMathWG + warpgroup;
       constexpr int kFlagsPerSlot = kClusterN * kMathWG;
       if (w.slot >= 0) {
         // A later stream-K piece: hand the partial to the tile's head.
-        store_partial(acc, p.partial + w.slot * kSlotFloats + wg_slot_offset, tid);
+#pragma unroll
+        for (int sl = 0; sl < kSlabs; ++sl) {
+          store_partial(acc[sl], p.partial + w.slot * kSlotFloats + wg_slot_offset + sl * kSlabFloats, tid);
+        }
         ptx::named_barrier_sync(wg_barrier, hopper::kWarpgroupThreads);
         if (tid == 0) ptx::flag_raise(p.sk_flags + w.slot * kFlagsPerSlot + flag_offset);
         continue;
@@ -572,14 +597,22 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
           ptx::flag_wait(p.sk_flags + (w.fix_begin + tid) * kFlagsPerSlot + flag_offset);
         }
         ptx::named_barrier_sync(wg_barrier, hopper::kWarpgroupThreads);
-        add_partials<fixup_batch(kCfg), kSlotFloats>(acc, p.partial + w.fix_begin * kSlotFloats + wg_slot_offset,
-                                                     w.fix_end - w.fix_begin, tid);
+#pragma unroll
+        for (int sl = 0; sl < kSlabs; ++sl) {
+          add_partials<fixup_batch(kCfg), kSlotFloats>(
+              acc[sl], p.partial + w.fix_begin * kSlotFloats + wg_slot_offset + sl * kSlabFloats,
+              w.fix_end - w.fix_begin, tid);
+        }
       }
-      if (p.out_tma) {
-        store_tile_by_tma<kBlockN>(acc, p, &tmap_out, smem_out + warpgroup * kStagingBytesPerWG, wg_barrier, tid,
-                                   w.m_blk * kBlockM + warpgroup * hopper::kWgmmaM, n0);
-      } else {
-        store_tile_direct(acc, p, row0, n0 + frag_col0);
+#pragma unroll
+      for (int sl = 0; sl < kSlabs; ++sl) {
+        const int64_t row0 = slab_row0 + sl * hopper::kWgmmaM;
+        if (p.out_tma) {
+          store_tile_by_tma<staging_col_parts(kCfg)>(acc[sl], p, &tmap_out, smem_out + warpgroup * kStagingBytesPerWG,
+                                                     wg_barrier, tid, row0, n0);
+        } else {
+          store_tile_direct(acc[sl], p, row0 + frag_row0, n0 + frag_col0);
+        }
       }
     }
     // Shared memory must outlive the reads of the last TMA stores.

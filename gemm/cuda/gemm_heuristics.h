@@ -19,11 +19,15 @@ namespace gemm::cuda {
 constexpr int kBlockK = 128;  // = kScaleBlockK = one 128-byte swizzle row of FP8
 
 struct TileConfig {
-  int block_m;  // 64 * number of math warpgroups
+  int block_m;  // 64 * slabs * number of math warpgroups
   int block_n;  // wgmma N, % 16 == 0 (the epilogue's store chunk), <= 128 (see fp8_gemm_kernel.cuh)
   // CTAs of a thread-block cluster side by side along N: they run tiles of the same M block and
   // each loads 1/cluster_n of the shared A tile's rows, multicast to all (less L2->SM traffic).
   int cluster_n = 1;
+  // 64-row slabs each math warpgroup runs in turn, each with its own fp32 accumulator and sharing one
+  // temporary: a 256-row tile from two warpgroups whose registers could not hold four 64 x 128
+  // fragments each.
+  int slabs = 1;
 };
 constexpr int kMaxClusterN = 2;
 
@@ -31,9 +35,10 @@ constexpr int kMaxClusterN = 2;
 // sharing B. Measured on the H200 (tune.py --sweep, benchmarks/results/cuda_notes.md): 192x128 is the
 // fastest tile on most M >= 1024 shapes with K >= 1536 (up to 1.4x 128x128), 128x128 where 192-row
 // tiles leave a partial wave; 64x112, 64x192, 128x112 and 128x144..192 (one temporary accumulator, or
-// two over N halves) never won and are not built.
+// two over N halves) never won and are not built. 256x128: two math warpgroups of two slabs each (the
+// tile per-tensor cuBLAS runs on the large shapes).
 inline constexpr TileConfig kTileConfigs[] = {
-    {64, 64}, {64, 96}, {64, 128}, {128, 128}, {192, 128}, {128, 128, 2},
+    {64, 64}, {64, 96}, {64, 128}, {128, 128}, {192, 128}, {128, 128, 2}, {256, 128, 1, 2},
 };
 inline constexpr int kNumTileConfigs = sizeof(kTileConfigs) / sizeof(kTileConfigs[0]);
 
@@ -63,7 +68,9 @@ constexpr bool register_splits_fit() {
 static_assert(register_splits_fit(), "register budgets exceed the register file");
 constexpr int kMathRegsBesideAcc = 32;  // addresses, scales, loop state next to the accumulators
 
-GEMM_HOST_DEVICE constexpr int num_math_warpgroups(const TileConfig& c) { return c.block_m / hopper::kWgmmaM; }
+GEMM_HOST_DEVICE constexpr int num_math_warpgroups(const TileConfig& c) {
+  return c.block_m / (hopper::kWgmmaM * c.slabs);
+}
 GEMM_HOST_DEVICE constexpr int num_threads(const TileConfig& c) {
   return (num_math_warpgroups(c) + 1) * hopper::kWarpgroupThreads;  // + one producer warpgroup
 }
@@ -74,22 +81,22 @@ GEMM_HOST_DEVICE constexpr int math_registers(const TileConfig& c) {
 GEMM_HOST_DEVICE constexpr int acc_registers(const TileConfig& c) {
   return hopper::kWgmmaM * c.block_n / hopper::kWarpgroupThreads;
 }
-// The math warpgroups keep the fp32 accumulator and two temporaries (ping-pong: the wgmma of one K
-// block runs while the previous one is promoted) in registers where they fit; three-warpgroup tiles
-// keep one temporary, the other warpgroups' wgmmas covering each promotion.
+// The math warpgroups keep the fp32 accumulators (one per slab) and two temporaries (ping-pong: the
+// wgmma of one K block runs while the previous one is promoted) in registers where they fit; three-
+// warpgroup and two-slab tiles keep one temporary, the other warpgroups' wgmmas covering each promotion.
 GEMM_HOST_DEVICE constexpr bool ping_pong(const TileConfig& c) {
-  return 3 * acc_registers(c) + kMathRegsBesideAcc <= math_registers(c);
+  return (c.slabs + 2) * acc_registers(c) + kMathRegsBesideAcc <= math_registers(c);
 }
 constexpr int kMathRegsBesideAccOneTmp = 24;  // measured: no spills at 152 registers
 GEMM_HOST_DEVICE constexpr bool registers_fit(const TileConfig& c) {
-  return ping_pong(c) || 2 * acc_registers(c) + kMathRegsBesideAccOneTmp <= math_registers(c);
+  return ping_pong(c) || (c.slabs + 1) * acc_registers(c) + kMathRegsBesideAccOneTmp <= math_registers(c);
 }
 // Later stream-K pieces whose partials a head loads at once before adding them (in K order): as many
 // accumulator-sized buffers as fit beside the accumulator once the temporaries are dead. One piece at a
 // time costs an L2 round trip per piece (H200 A/B, benchmarks/results/h200/ab_skfix3.jsonl: 128x576x7168
 // 12.5 -> 11.7 us).
 GEMM_HOST_DEVICE constexpr int fixup_batch(const TileConfig& c) {
-  const int fit = (math_registers(c) - acc_registers(c) - kMathRegsBesideAcc) / acc_registers(c);
+  const int fit = (math_registers(c) - c.slabs * acc_registers(c) - kMathRegsBesideAcc) / acc_registers(c);
   return fit < 1 ? 1 : fit;
 }
 // A tile never spans more than this many 128-wide B scale blocks.
@@ -131,14 +138,29 @@ GEMM_HOST_DEVICE constexpr int scale_stage_floats(const TileConfig& c) {
   constexpr int kAlignFloats = kTmaSmemAlign / static_cast<int>(sizeof(float));
   return (a_scale_stage_floats(c) + kMaxScaleBlocksPerTile + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
 }
-// Epilogue staging: the BLOCK_M x BLOCK_N tile of a 16-bit output, written by the math warpgroups and
-// stored by TMA while the next tile's K blocks already run (fp32 outputs and stream-K partials are
-// stored from registers instead). A multiple of 1024 bytes for every config (BLOCK_N % 16 == 0).
-constexpr int kStagedOutBytes = 2;
-GEMM_HOST_DEVICE constexpr int staging_bytes(const TileConfig& c) { return c.block_m * c.block_n * kStagedOutBytes; }
 GEMM_HOST_DEVICE constexpr int ring_stage_bytes(const TileConfig& c) {
   return stage_bytes(c) + scale_stage_floats(c) * static_cast<int>(sizeof(float)) + kBarrierBytesPerStage;
 }
+constexpr int kMinStages = 4;  // fewer cannot cover the TMA latency of a K block
+// Epilogue staging: per math warpgroup, one 64-row slab of a 16-bit output, written by the warpgroup
+// and stored by TMA while the next tile's K blocks already run (fp32 outputs and stream-K partials are
+// stored from registers instead). A slab leaves in staging_col_parts() rounds of BLOCK_N / parts
+// columns, more than one only where whole slabs would leave fewer than kMinStages stages (256x128:
+// 16 KB of staging instead of 32). A multiple of 1024 bytes for every config (BLOCK_N % 16 == 0).
+constexpr int kStagedOutBytes = 2;
+GEMM_HOST_DEVICE constexpr int staging_bytes(const TileConfig& c, int parts) {
+  return num_math_warpgroups(c) * hopper::kWgmmaM * (c.block_n / parts) * kStagedOutBytes;
+}
+GEMM_HOST_DEVICE constexpr int staging_col_parts(const TileConfig& c) {
+  const int chunks = c.block_n / hopper::kStoreChunkCols16;
+  int parts = 1;
+  while (parts < chunks && (chunks % (2 * parts) == 0) &&
+         kMinStages * ring_stage_bytes(c) + staging_bytes(c, parts) + kSmemAlignSlack > hopper::kMaxSmemPerBlock) {
+    parts *= 2;
+  }
+  return parts;
+}
+GEMM_HOST_DEVICE constexpr int staging_bytes(const TileConfig& c) { return staging_bytes(c, staging_col_parts(c)); }
 GEMM_HOST_DEVICE constexpr int num_stages(const TileConfig& c) {
   const int fit = (hopper::kMaxSmemPerBlock - kSmemAlignSlack - staging_bytes(c)) / ring_stage_bytes(c);
   return fit < kMaxStages ? fit : kMaxStages;
@@ -146,7 +168,6 @@ GEMM_HOST_DEVICE constexpr int num_stages(const TileConfig& c) {
 GEMM_HOST_DEVICE constexpr int smem_bytes(const TileConfig& c) {
   return num_stages(c) * ring_stage_bytes(c) + staging_bytes(c) + kSmemAlignSlack;
 }
-constexpr int kMinStages = 4;  // fewer cannot cover the TMA latency of a K block
 
 // K blocks per stream-K range at least: a piece costs an fp32 tile store, its read by the head and
 // a pipeline fill. Measured on the H200 (heuristic plans, 2 vs 8): 64x576x7168 13.7 -> 11.3 us,
@@ -170,7 +191,7 @@ constexpr double sm_flops_per_us(const TileConfig& c) {
   return kSmFlopsPerUs[num_math_warpgroups(c) - 1];
 }
 GEMM_HOST_DEVICE constexpr double unit_overhead_us(const TileConfig& c) {  // drain + epilogue per unit
-  return num_math_warpgroups(c) == 1 ? 0.1 : 0.2;
+  return num_math_warpgroups(c) * c.slabs == 1 ? 0.1 : 0.2;
 }
 constexpr double kSmBytesPerUs = 70.0e3;
 // 2-CTA clusters (A multicast): K blocks of 128x128 tiles ran 3 % faster on K >= 7168 shapes, about

@@ -229,7 +229,7 @@ template <int I>
 cudaError_t launch_config(const TensorMaps& maps, const KernelParams& p, int grid, cudaStream_t stream,
                           int* max_clusters = nullptr) {
   constexpr TileConfig c = kTileConfigs[I];
-  auto* kernel = &cuda::fp8_gemm_kernel<c.block_m, c.block_n, c.cluster_n>;
+  auto* kernel = &cuda::fp8_gemm_kernel<c.block_m, c.block_n, c.cluster_n, c.slabs>;
   constexpr int smem = cuda::smem_bytes(c);
   // Set on every launch: cheap, and free of first-call races across threads and devices.
   const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);

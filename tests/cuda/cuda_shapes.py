@@ -23,7 +23,7 @@ CONFIG_SHAPES = [
     (6144, 4096, 512),
     (1024, 576, 7168),
     (4096, 7168, 16384),  # whole waves of 192x128 tiles plus a stream-K region of 44 tiles
-    (6144, 576, 7168),  # 128x128 without a cluster: 4.5 N blocks would leave half a cluster tile idle
+    (6144, 576, 7168),  # 256x128 (two slabs a warpgroup): 120 tiles, one wave
     (4096, 4096, 7168),  # 128x128 tiles in 2-CTA clusters (A multicast)
 ]
 
