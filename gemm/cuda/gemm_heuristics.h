@@ -187,11 +187,17 @@ constexpr int kMinStreamKIters = 8;
 // 1024x1536x7168, with equal DRAM bytes), so stream-K is planned only where whole tiles leave most SMs
 // idle.
 constexpr double kSmFlopsPerUs[kMaxMathWarpgroups] = {6.0e6, 9.5e6, 10.5e6};
+// Two warpgroups of two slabs (256x128), fitted to benchmarks/results/h200/ab_slabs.jsonl (22 M >= 1024
+// shapes, every 128+-row config, interleaved): their K blocks run at about the two-warpgroup rate, and a
+// unit ends with four staged stores a warpgroup, so small-K shapes keep 128x128 tiles.
+constexpr double kSmFlopsPerUsTwoSlabs = 9.75e6;
+constexpr double kTwoSlabUnitOverheadUs = 0.6;
 constexpr double sm_flops_per_us(const TileConfig& c) {
-  return kSmFlopsPerUs[num_math_warpgroups(c) - 1];
+  return c.slabs > 1 ? kSmFlopsPerUsTwoSlabs : kSmFlopsPerUs[num_math_warpgroups(c) - 1];
 }
-GEMM_HOST_DEVICE constexpr double unit_overhead_us(const TileConfig& c) {  // drain + epilogue per unit
-  return num_math_warpgroups(c) * c.slabs == 1 ? 0.1 : 0.2;
+// Drain + epilogue per unit.
+GEMM_HOST_DEVICE constexpr double unit_overhead_us(const TileConfig& c) {
+  return c.slabs > 1 ? kTwoSlabUnitOverheadUs : num_math_warpgroups(c) == 1 ? 0.1 : 0.2;
 }
 constexpr double kSmBytesPerUs = 70.0e3;
 // 2-CTA clusters (A multicast): K blocks of 128x128 tiles ran 3 % faster on K >= 7168 shapes, about

@@ -24,7 +24,8 @@ CONFIG_SHAPES = [
     (1024, 576, 7168),
     (4096, 7168, 16384),  # whole waves of 192x128 tiles plus a stream-K region of 44 tiles
     (6144, 576, 7168),  # 256x128 (two slabs a warpgroup): 120 tiles, one wave
-    (4096, 4096, 7168),  # 128x128 tiles in 2-CTA clusters (A multicast)
+    (4096, 4096, 7168),  # 256x128: 512 tiles, 3.9 waves
+    (2048, 5120, 7168),  # 128x128 tiles in 2-CTA clusters (A multicast)
 ]
 
 # Ragged shapes: M, N, K not multiples of the tiles or of 128, K % 16 != 0 (repack path).
