@@ -156,7 +156,7 @@ GEMM_HOST_DEVICE constexpr int staging_bytes(const TileConfig& c, int parts) {
 GEMM_HOST_DEVICE constexpr int staging_col_parts(const TileConfig& c) {
   const int chunks = c.block_n / hopper::kStoreChunkCols16;
   int parts = 1;
-  while (parts < chunks && (chunks % (2 * parts) == 0) &&
+  while (chunks % (2 * parts) == 0 &&
          kMinStages * ring_stage_bytes(c) + staging_bytes(c, parts) + kSmemAlignSlack > hopper::kMaxSmemPerBlock) {
     parts *= 2;
   }
