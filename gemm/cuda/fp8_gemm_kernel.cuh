@@ -25,7 +25,7 @@
 //    have registers for one temporary (ping_pong() in gemm_heuristics.h); there the other warpgroups'
 //    wgmmas keep the tensor cores busy during a promotion;
 //  - the epilogue converts (bf16/fp16 round-to-nearest-even, or fp32). 16-bit outputs whose rows TMA
-//    can address go through a 32B-swizzled staging tile in shared memory (a slab at a time, in column
+//    can address go through a swizzled staging tile in shared memory (a slab at a time, in column
 //    parts where shared memory is short) and leave by TMA stores that drain while the warpgroup
 //    already runs the next slab or tile (TMA clips ragged M and N); the rest (fp32,
 //    odd row strides) are stored from registers with row/column guards, stream-K partials from
@@ -111,23 +111,24 @@ __device__ __forceinline__ void store_fragment(const float (&acc)[kAcc], T* out,
 }
 
 // Writes register quads [q0, q0 + kQuads) of one thread's fragment of a 64-row slab (its columns from
-// 8 * q0 on) into its staging area: column chunk c (16 columns) is 64 rows x 32 bytes at c * 2 KB,
-// 32B-swizzled as the output tensor map expects.
-template <typename T, int kQuads, int kAcc>
+// 8 * q0 on) into its staging area: column chunk c (kSpan bytes of a row) is 64 rows x kSpan bytes at
+// c * 64 * kSpan, swizzled as the output tensor map expects (hopper_layout.h).
+template <typename T, int kSpan, int kQuads, int kAcc>
 __device__ __forceinline__ void stage_fragment(const float (&acc)[kAcc], int q0, uint32_t staging, int tid) {
   using P = OutPair<T>;
-  constexpr uint32_t kChunkBytes = hopper::kWgmmaM * hopper::kStoreChunkBytes;
+  constexpr int kChunkCols = kSpan / static_cast<int>(sizeof(T));
+  constexpr uint32_t kChunkBytes = hopper::kWgmmaM * kSpan;
   const int row0 = hopper::frag_row(tid, 0);
   const int col0 = hopper::frag_col(tid, 0);
 #pragma unroll
   for (int q = 0; q < kQuads; ++q) {
     const int col = col0 + q * hopper::kFragColStride;
-    const uint32_t chunk = staging + (col / hopper::kStoreChunkCols16) * kChunkBytes;
+    const uint32_t chunk = staging + (col / kChunkCols) * kChunkBytes;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = row0 + h * hopper::kFragRowHalf;
-      const uint32_t offset = hopper::swizzle_32b(
-          row * hopper::kStoreChunkBytes + (col % hopper::kStoreChunkCols16) * static_cast<int>(sizeof(T)));
+      const uint32_t offset =
+          hopper::swizzle_span(row * kSpan + (col % kChunkCols) * static_cast<int>(sizeof(T)), kSpan);
       const typename P::Vec v = P::pack(acc[(q0 + q) * hopper::kFragRegsPerQuad + 2 * h],
                                         acc[(q0 + q) * hopper::kFragRegsPerQuad + 2 * h + 1]);
       ptx::st_shared_b32(chunk + offset, *reinterpret_cast<const uint32_t*>(&v));
@@ -137,18 +138,18 @@ __device__ __forceinline__ void stage_fragment(const float (&acc)[kAcc], int q0,
 
 // Epilogue of a 64-row slab through shared memory, in kParts rounds of columns: every thread writes its
 // part of the fragment into the staging area, and lane 0 of each warp stores every kWarpgroupWarps-th
-// 16-column chunk by TMA. A TMA store holds its issuing thread ~70 ns (H200, globaltimer trace: 8
-// chunks from one thread held the warpgroup ~0.5 us a tile), so the four warps issue in parallel.
-// Each issuing lane tracks its own bulk groups: the staging area is free again once they have read it.
-// The stores drain while the next round, or the next tile, runs.
-template <int kParts, int kAcc>
+// chunk by TMA (a TMA store holds its issuing thread ~70 ns, H200 globaltimer trace, so the warps issue
+// in parallel). Each issuing lane tracks its own bulk groups: the staging area is free again once they
+// have read it. The stores drain while the next round, or the next tile, runs.
+template <int kParts, int kSpan, int kAcc>
 __device__ __forceinline__ void store_tile_by_tma(const float (&acc)[kAcc], const KernelParams& p,
                                                   const CUtensorMap* tmap_out, uint8_t* staging,
                                                   uint32_t wg_barrier, int tid, int64_t row0, int64_t col0) {
-  constexpr int kChunkBytes = hopper::kWgmmaM * hopper::kStoreChunkBytes;
+  constexpr int kChunkCols = kSpan / kStagedOutBytes;
+  constexpr int kChunkBytes = hopper::kWgmmaM * kSpan;
   constexpr int kQuads = kAcc / hopper::kFragRegsPerQuad / kParts;
   constexpr int kPartCols = kQuads * hopper::kFragColStride;
-  static_assert(kPartCols % hopper::kStoreChunkCols16 == 0, "a round stores whole 16-column chunks");
+  static_assert(kPartCols % kChunkCols == 0, "a round stores whole chunks");
   const int warp = tid / hopper::kWarpSize;
   const bool issuer = tid % hopper::kWarpSize == 0;
 #pragma unroll
@@ -156,16 +157,16 @@ __device__ __forceinline__ void store_tile_by_tma(const float (&acc)[kAcc], cons
     if (issuer) ptx::bulk_wait_read<0>();
     ptx::named_barrier_sync(wg_barrier, hopper::kWarpgroupThreads);
     if (p.out_format == OutFormat::kBF16) {
-      stage_fragment<__nv_bfloat16, kQuads>(acc, part * kQuads, ptx::smem_addr(staging), tid);
+      stage_fragment<__nv_bfloat16, kSpan, kQuads>(acc, part * kQuads, ptx::smem_addr(staging), tid);
     } else {
-      stage_fragment<__half, kQuads>(acc, part * kQuads, ptx::smem_addr(staging), tid);
+      stage_fragment<__half, kSpan, kQuads>(acc, part * kQuads, ptx::smem_addr(staging), tid);
     }
     ptx::fence_proxy_async_smem();
     ptx::named_barrier_sync(wg_barrier, hopper::kWarpgroupThreads);
     if (issuer && row0 < p.m) {
 #pragma unroll 1
-      for (int c = warp; c < kPartCols / hopper::kStoreChunkCols16; c += hopper::kWarpgroupWarps) {
-        const int64_t col = col0 + part * kPartCols + c * hopper::kStoreChunkCols16;
+      for (int c = warp; c < kPartCols / kChunkCols; c += hopper::kWarpgroupWarps) {
+        const int64_t col = col0 + part * kPartCols + c * kChunkCols;
         if (col >= p.n) break;
         ptx::tma_store_2d(tmap_out, staging + c * kChunkBytes, static_cast<int32_t>(col), static_cast<int32_t>(row0));
       }
@@ -260,33 +261,44 @@ struct StepScales {
   float b[kMaxScaleBlocks];
 };
 
-// acc += tmp * (As[row] * Bs[block of col]). Column pairs never straddle a B scale block (block
-// boundaries are multiples of 8 columns away from the tile start, pairs 2-aligned).
-template <int kAcc, int kMaxScaleBlocks>
+// acc += tmp * (As[row] * Bs[block of col]) for a tile whose first B scale block boundary is at
+// tile-local column kBoundary (>= the tile width: none): quads left of it take b[0], the next
+// kScaleBlockN columns b[1], the rest b[2]. A quad's 8 columns never straddle a boundary (tile starts
+// and block boundaries are multiples of 8), so its block is a compile-time fact, the same for every
+// thread: no per-column select, and one product per (row, block).
+template <int kBoundary, int kAcc, int kMaxScaleBlocks>
+__device__ __forceinline__ void promote_at(float (&acc)[kAcc], const float (&tmp)[kAcc],
+                                           const StepScales<kMaxScaleBlocks>& s) {
+  float s0[kMaxScaleBlocks], s1[kMaxScaleBlocks];
+#pragma unroll
+  for (int j = 0; j < kMaxScaleBlocks; ++j) {
+    s0[j] = s.a0 * s.b[j];
+    s1[j] = s.a1 * s.b[j];
+  }
+#pragma unroll
+  for (int q = 0; q < kAcc; q += hopper::kFragRegsPerQuad) {
+    const int col = (q / hopper::kFragRegsPerQuad) * hopper::kFragColStride;
+    const int j = col < kBoundary ? 0 : col < kBoundary + kScaleBlockN ? 1 : kMaxScaleBlocks - 1;
+    acc[q] = fmaf(tmp[q], s0[j], acc[q]);
+    acc[q + 1] = fmaf(tmp[q + 1], s0[j], acc[q + 1]);
+    acc[q + 2] = fmaf(tmp[q + 2], s1[j], acc[q + 2]);
+    acc[q + 3] = fmaf(tmp[q + 3], s1[j], acc[q + 3]);
+  }
+}
+
+// The promotion of a kBlockN-wide tile whose first B scale block boundary is at column `boundary`.
+// Tile starts are multiples of kBlockN, so the boundary is a multiple of gcd(kBlockN, 128): each
+// possible value inside the tile gets its own promote_at, picked by a warp-uniform branch (none for
+// widths dividing 128).
+template <int kBlockN, int kBoundary = boundary_step(kBlockN), int kAcc, int kMaxScaleBlocks>
 __device__ __forceinline__ void promote(float (&acc)[kAcc], const float (&tmp)[kAcc],
-                                        const StepScales<kMaxScaleBlocks>& s, bool one_scale_block,
-                                        int frag_col0, int next_block_col) {
-  if (one_scale_block) {
-    const float s0 = s.a0 * s.b[0], s1 = s.a1 * s.b[0];
-#pragma unroll
-    for (int q = 0; q < kAcc; q += hopper::kFragRegsPerQuad) {
-      acc[q] = fmaf(tmp[q], s0, acc[q]);
-      acc[q + 1] = fmaf(tmp[q + 1], s0, acc[q + 1]);
-      acc[q + 2] = fmaf(tmp[q + 2], s1, acc[q + 2]);
-      acc[q + 3] = fmaf(tmp[q + 3], s1, acc[q + 3]);
-    }
+                                        const StepScales<kMaxScaleBlocks>& s, int boundary) {
+  if constexpr (kBoundary >= kBlockN) {
+    promote_at<kBlockN>(acc, tmp, s);
+  } else if (boundary == kBoundary) {
+    promote_at<kBoundary>(acc, tmp, s);
   } else {
-#pragma unroll
-    for (int q = 0; q < kAcc; q += hopper::kFragRegsPerQuad) {
-      const int col = frag_col0 + (q / hopper::kFragRegsPerQuad) * hopper::kFragColStride;
-      float sbc = col < next_block_col ? s.b[0] : s.b[1];
-      if (kMaxScaleBlocks > 2 && col >= next_block_col + kScaleBlockN) sbc = s.b[kMaxScaleBlocks - 1];
-      const float s0 = s.a0 * sbc, s1 = s.a1 * sbc;
-      acc[q] = fmaf(tmp[q], s0, acc[q]);
-      acc[q + 1] = fmaf(tmp[q + 1], s0, acc[q + 1]);
-      acc[q + 2] = fmaf(tmp[q + 2], s1, acc[q + 2]);
-      acc[q + 3] = fmaf(tmp[q + 3], s1, acc[q + 3]);
-    }
+    promote<kBlockN, kBoundary + boundary_step(kBlockN)>(acc, tmp, s, boundary);
   }
 }
 
@@ -334,7 +346,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
                               hopper::kSwizzleAtomBytes);
   constexpr int kStagingBytesPerWG = staging_bytes(kCfg) / kMathWG;
   static_assert(kStages >= kMinStages, "too few pipeline stages fit beside the epilogue staging");
-  static_assert(kBlockN % hopper::kStoreChunkCols16 == 0, "staging is written in 16-column chunks");
+  static_assert(kBlockN % kMinStoreChunkCols == 0, "staging is written in whole chunks");
   uint8_t* smem_a = smem;
   uint8_t* smem_b = smem_a + kStages * kABytes;
   uint8_t* smem_out = smem_b + kStages * kBBytes;  // 1024-aligned: every tile buffer is a 1 KB multiple
@@ -474,11 +486,12 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
     WorkUnit w;
     for (int unit = 0; work_unit(p.sched, sched_cta, sched_grid, unit, w); ++unit) {
       const int64_t slab_row0 = w.m_blk * kBlockM + warpgroup * kWgRows;  // this warpgroup's first slab
-      // B scale blocks touched by this tile: nb0, and from tile-local column `next_block_col` on nb0+1.
+      // The tile's B scale blocks: nb0, and from tile-local column `boundary` on (kBlockN: none) the next
+      // ones (past N the scale warp zero-fills their scales).
       const int64_t n0 = (w.n_blk * kClusterN + cta_rank) * kBlockN;
-      const int64_t nb0 = n0 / kScaleBlockN;
-      const int next_block_col = static_cast<int>((nb0 + 1) * kScaleBlockN - n0);
-      const bool one_scale_block = next_block_col >= kBlockN || nb0 + 1 >= num_scale_n;
+      const int boundary = static_cast<int>(kScaleBlockN - n0 % kScaleBlockN) < kBlockN
+                               ? static_cast<int>(kScaleBlockN - n0 % kScaleBlockN)
+                               : kBlockN;
       const int steps = (w.kb_end - w.kb_begin) * kStepsPerBlock;
 
       // Step t of a slab: wgmma over K [t * kPromoteK, (t + 1) * kPromoteK) of this unit into tmp[buf].
@@ -525,7 +538,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
           }
           free_pos.advance();
         }
-        promote(acc[slab], tmp[kBuf], scales[kBuf], one_scale_block, frag_col0, next_block_col);
+        promote<kBlockN>(acc[slab], tmp[kBuf], scales[kBuf], boundary);
       };
       using B0 = std::integral_constant<int, 0>;
       using B1 = std::integral_constant<int, 1>;
@@ -608,7 +621,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
       for (int sl = 0; sl < kSlabs; ++sl) {
         const int64_t row0 = slab_row0 + sl * hopper::kWgmmaM;
         if (p.out_tma) {
-          store_tile_by_tma<staging_col_parts(kCfg)>(acc[sl], p, &tmap_out, smem_out + warpgroup * kStagingBytesPerWG,
+          store_tile_by_tma<staging_col_parts(kCfg), store_span_bytes(kCfg)>(acc[sl], p, &tmap_out, smem_out + warpgroup * kStagingBytesPerWG,
                                                      wg_barrier, tid, row0, n0);
         } else {
           store_tile_direct(acc[sl], p, row0 + frag_row0, n0 + frag_col0);

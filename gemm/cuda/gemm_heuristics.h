@@ -101,6 +101,17 @@ GEMM_HOST_DEVICE constexpr int fixup_batch(const TileConfig& c) {
   const int fit = (math_registers(c) - c.slabs * acc_registers(c) - kMathRegsBesideAcc) / acc_registers(c);
   return fit < 1 ? 1 : fit;
 }
+// Tile-local columns of B scale block boundaries are multiples of this (tile starts are multiples of
+// block_n, block boundaries of 128).
+GEMM_HOST_DEVICE constexpr int boundary_step(int block_n) {
+  int a = block_n, b = static_cast<int>(kScaleBlockN);
+  while (b != 0) {
+    const int r = a % b;
+    a = b;
+    b = r;
+  }
+  return a;
+}
 // A tile never spans more than this many 128-wide B scale blocks.
 GEMM_HOST_DEVICE constexpr int max_scale_blocks(int block_n) {
   return static_cast<int>((block_n + kScaleBlockN - 1) / kScaleBlockN) + 1;
@@ -150,11 +161,12 @@ constexpr int kMinStages = 4;  // fewer cannot cover the TMA latency of a K bloc
 // columns, more than one only where whole slabs would leave fewer than kMinStages stages (256x128:
 // 16 KB of staging instead of 32). A multiple of 1024 bytes for every config (BLOCK_N % 16 == 0).
 constexpr int kStagedOutBytes = 2;
+constexpr int kMinStoreChunkCols = hopper::kMinStoreSpanBytes / kStagedOutBytes;
 GEMM_HOST_DEVICE constexpr int staging_bytes(const TileConfig& c, int parts) {
   return num_math_warpgroups(c) * hopper::kWgmmaM * (c.block_n / parts) * kStagedOutBytes;
 }
 GEMM_HOST_DEVICE constexpr int staging_col_parts(const TileConfig& c) {
-  const int chunks = c.block_n / hopper::kStoreChunkCols16;
+  const int chunks = c.block_n / kMinStoreChunkCols;
   int parts = 1;
   while (chunks % (2 * parts) == 0 &&
          kMinStages * ring_stage_bytes(c) + staging_bytes(c, parts) + kSmemAlignSlack > hopper::kMaxSmemPerBlock) {
@@ -163,6 +175,16 @@ GEMM_HOST_DEVICE constexpr int staging_col_parts(const TileConfig& c) {
   return parts;
 }
 GEMM_HOST_DEVICE constexpr int staging_bytes(const TileConfig& c) { return staging_bytes(c, staging_col_parts(c)); }
+// Bytes of a staged output row per TMA store box: the widest swizzle span (128, 64 or 32) that divides
+// a round's row. TMA works through a box a row at a time (a 64-row store held its issuing thread
+// ~70 ns whatever the row length, H200 trace in cuda_notes.md), so wide rows mean fewer, fuller
+// requests on the SM's one TMA unit, which the next K blocks' loads queue behind.
+GEMM_HOST_DEVICE constexpr int store_span_bytes(const TileConfig& c) {
+  const int row_bytes = c.block_n / staging_col_parts(c) * kStagedOutBytes;
+  int span = hopper::kMaxStoreSpanBytes;
+  while (row_bytes % span != 0) span /= 2;
+  return span;
+}
 GEMM_HOST_DEVICE constexpr int num_stages(const TileConfig& c) {
   const int fit = (hopper::kMaxSmemPerBlock - kSmemAlignSlack - staging_bytes(c)) / ring_stage_bytes(c);
   return fit < kMaxStages ? fit : kMaxStages;

@@ -197,7 +197,7 @@ std::string encode_scales(const char* name, const ScaleOperand& op, int64_t rows
                    CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE, map);
 }
 
-// ---- 16-bit output as the TMA-store epilogue writes it: 64-row x 16-column boxes, 32B-swizzled ----
+// ---- 16-bit output as the TMA-store epilogue writes it: boxes of 64 rows x the config's swizzle span ----
 bool out_tma_storable(const GemmArgs& args) {
   if (args.c_format == OutFormat::kFP32) return false;  // fp32 goes from registers
   const int64_t row_bytes = args.c_stride_m * cuda::kStagedOutBytes;
@@ -205,14 +205,18 @@ bool out_tma_storable(const GemmArgs& args) {
          (args.m == 1 || row_bytes % cuda::hopper::kTmaAlignBytes == 0);
 }
 
-std::string encode_out(const GemmArgs& args, CUtensorMap& map) {
+std::string encode_out(const GemmArgs& args, const TileConfig& cfg, CUtensorMap& map) {
   const int64_t packed = cuda::cdiv(args.n * cuda::kStagedOutBytes, cuda::hopper::kTmaAlignBytes) *
                          cuda::hopper::kTmaAlignBytes;
   const int64_t row_bytes = args.m == 1 ? packed : args.c_stride_m * cuda::kStagedOutBytes;
   const CUtensorMapDataType type =
       args.c_format == OutFormat::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-  return encode_2d("out", type, args.c, args.n, args.m, row_bytes, cuda::hopper::kStoreChunkCols16,
-                   cuda::hopper::kWgmmaM, CU_TENSOR_MAP_SWIZZLE_32B, CU_TENSOR_MAP_L2_PROMOTION_NONE, map);
+  const int span = cuda::store_span_bytes(cfg);
+  const CUtensorMapSwizzle swizzle = span == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
+                                     : span == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                                                  : CU_TENSOR_MAP_SWIZZLE_32B;
+  return encode_2d("out", type, args.c, args.n, args.m, row_bytes, span / cuda::kStagedOutBytes,
+                   cuda::hopper::kWgmmaM, swizzle, CU_TENSOR_MAP_L2_PROMOTION_NONE, map);
 }
 
 // ---- dispatch: one launcher per row of kTileConfigs ----
@@ -343,7 +347,7 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
   p.out_pairs = reinterpret_cast<uintptr_t>(args.c) % vec_bytes == 0 && (m == 1 || args.c_stride_m % 2 == 0);
   p.out_tma = out_tma_storable(args);
   if (p.out_tma) {
-    if (err = encode_out(args, maps.out); !err.empty()) return err;
+    if (err = encode_out(args, cfg, maps.out); !err.empty()) return err;
   }
   if (plan.stream_k()) {
     // Slots, then flags: the slots are whole 16-byte multiples, so the flags stay aligned.

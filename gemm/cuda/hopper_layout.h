@@ -66,13 +66,17 @@ GEMM_HOST_DEVICE constexpr uint64_t make_smem_desc_k_major_sw128(uint32_t smem_a
 // address (the hardware applies the swizzle to the computed address).
 constexpr uint64_t kDescKStep = static_cast<uint64_t>(kWgmmaK) >> kDescAddrShift;
 
-// --- 32-byte swizzled epilogue staging (CU_TENSOR_MAP_SWIZZLE_32B; CUTLASS calls it Swizzle<1,4,3>) ---
-// The output tile is staged as column chunks of 16 16-bit values (32-byte rows, one TMA store box
-// each). The swizzle XORs address bit 7 into bit 4, i.e. rows 4..7 of every 8 swap their two 16-byte
-// halves, so the fragment's 4-byte stores (8 rows x 4 lanes per warp) hit 32 distinct banks.
-constexpr int kStoreChunkBytes = 32;                    // = the 32B swizzle span = one box row
-constexpr int kStoreChunkCols16 = kStoreChunkBytes / 2;  // 16-bit output columns per chunk
-GEMM_HOST_DEVICE constexpr uint32_t swizzle_32b(uint32_t offset) { return offset ^ (((offset >> 7) & 1u) << 4); }
+// --- Swizzled epilogue staging (CU_TENSOR_MAP_SWIZZLE_32B / 64B / 128B; CuTe's Swizzle<1|2|3,4,3>) ---
+// The output tile is staged as column chunks of 64 rows x `span` bytes (32, 64 or 128: the swizzle span,
+// one TMA store box row). The swizzle XORs the 16-byte unit index inside a span with address bits
+// [7, 7 + log2(span / 16)), so for every span the fragment's 4-byte stores (8 rows x 4 lanes per warp,
+// 16 contiguous bytes a row) hit 32 distinct banks. Chunk bases are multiples of 8 rows x span.
+constexpr int kMinStoreSpanBytes = 32;
+constexpr int kMaxStoreSpanBytes = 128;
+constexpr int kSwizzleUnitBytes = 16;
+GEMM_HOST_DEVICE constexpr uint32_t swizzle_span(uint32_t offset, int span_bytes) {
+  return offset ^ (((offset >> 7) & static_cast<uint32_t>(span_bytes / kSwizzleUnitBytes - 1)) << 4);
+}
 
 // --- TMA [cp-async-bulk-tensor] ---
 constexpr int kTmaAlignBytes = 16;   // base address and every global stride
