@@ -35,7 +35,9 @@ constexpr int kMaxClusterN = 2;
 // sharing B. Measured on the H200 (tune.py --sweep, benchmarks/results/cuda_notes.md): 192x128 is the
 // fastest tile on most M >= 1024 shapes with K >= 1536 (up to 1.4x 128x128), 128x128 where 192-row
 // tiles leave a partial wave; 64x112, 64x192, 128x112 and 128x144..192 (one temporary accumulator, or
-// two over N halves) never won and are not built (decode shapes again in h200/ab_decode_fill.jsonl).
+// two over N halves) never won and are not built (decode shapes again in h200/ab_decode_fill.jsonl;
+// 128x192 again with the current main loop in h200/ab_wide192.jsonl: 4096x7168x16384 1003 against 870
+// us for 192x128 - two warpgroups with one temporary each leave the tensor cores idle while both promote).
 // 256x128 (two math warpgroups of two slabs each) wins where its tile count fits the SMs better
 // (6144x576x7168: one wave, 61.6 -> 50.1 us against 128x128) and loses to 192x128 per K block on large
 // shapes (h200/ab_slabs.jsonl); in 2-CTA clusters it never won (h200/ab_slabs_cluster.jsonl).
