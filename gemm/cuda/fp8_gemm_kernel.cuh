@@ -457,7 +457,6 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
   } else {
     // ---------------- math warpgroups ----------------
     ptx::setmaxnreg_inc<math_registers(kCfg)>();
-    const int64_t num_scale_n = (p.n + kScaleBlockN - 1) / kScaleBlockN;
     const int frag_row0 = hopper::frag_row(tid, 0);
     const int frag_col0 = hopper::frag_col(tid, 0);
     constexpr bool kPingPong = ping_pong(kCfg);
