@@ -190,7 +190,7 @@ def check(be: Backend) -> list[str]:
             report(f"out {dt} row stride n+{pad}", ok and bool(buf[:, n:].isnan().all()), rel)
     # A scales read in place (row stride a multiple of 4 floats, padded rows) or copied (odd stride,
     # misaligned base), on every 128+-row config; kb = 12 with stream-K starts pieces mid-box.
-    mm, kk = 200, 1536
+    mm, kk = 520, 1536  # 2+ M blocks of every 128+-row config (one M block reads a copy)
     a, b, a_s, b_s = make(mm, n, kk)
     ref = reference(a, b, a_s, b_s)
     for pad in (4, 1):
