@@ -140,7 +140,9 @@ constexpr int kAScaleBoxKBlocks = 4;
 // That beats the copy kernel's extra launch only on small grids (H200, one run of each: 1024-row
 // shapes 3-14 % faster, 4096x32768x512 31 % and 4096x7168x16384 11 % slower), so K-major A scales
 // are read in place only by plans of at most this many waves of work units, and of more than one M
-// block (with one, every CTA reads the same box: 128x32768x512 16.4 -> 22.6 µs).
+// block (with one, every CTA reads the same box: 128x32768x512 16.4 -> 22.6 µs). Boxes in a ring of
+// their own, each loaded once for its 4 K blocks, cost every 128+-row main loop ~13 instructions a K
+// block and ran 3 % slower overall (h200/ab_scale_ring.jsonl, branch `scalering`).
 constexpr int64_t kMaxWavesForInPlaceKMajorScales = 2;
 GEMM_HOST_DEVICE constexpr int a_scale_stage_floats(const TileConfig& c) {
   return scales_by_tma(c) ? c.block_m * kAScaleBoxKBlocks : c.block_m;
