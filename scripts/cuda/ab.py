@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""Interleaved A/B timing of kernel builds and forced plans (H200), the method of the ab_*.jsonl files in
+benchmarks/results/h200/. Builds are tune.py shims of different source trees:
+
+    nvcc -std=c++17 -O3 -shared -Xcompiler -fPIC -gencode=arch=compute_90a,code=sm_90a \\
+        -o /tmp/lib_new.so scripts/cuda/tune_shim.cu gemm/cuda/gemm_launcher.cu
+    python3 scripts/cuda/ab.py OUT.jsonl --lib main=/tmp/lib_main.so --lib new=/tmp/lib_new.so \\
+        [--plans=-1/0,4/0,4/1] [--a-scale row,mmajor] [--cublas] [--rounds 5] M,N,K ...
+
+Per shape, every (build, plan, A-scale layout) variant is first checked against the fp32 reference (a
+wrong one is listed under "wrong" and not timed; variants of the same plan must also be bitwise equal,
+else they are listed under "bitwise"), then all are timed in turn for --rounds rounds, each the median of
+10 calls on a cold L2 (tune.timeit). A plan is CONFIG/STREAM_K, -1/0 being the planner's. A variant's
+key names only what varies: "new", "4/1", "main 4/1 mmajor", ... One JSON line per shape; --cublas adds
+block-scaled torch._scaled_mm (its timed call includes a scale transpose).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import statistics
+
+import torch
+
+import tune
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("out", help="JSON lines, one per shape")
+    ap.add_argument("shapes", nargs="+", help="M,N,K")
+    ap.add_argument("--lib", action="append", required=True, help="NAME=PATH of a tune_shim build")
+    ap.add_argument("--plans", default="-1/0", help="comma-separated CONFIG/STREAM_K (-1/0: the planner's)")
+    ap.add_argument("--a-scale", default="row", help="row (as quantizers make them), mmajor, or both: row,mmajor")
+    ap.add_argument("--cublas", action="store_true")
+    ap.add_argument("--rounds", type=int, default=5)
+    args = ap.parse_args()
+    libs = {name: tune.Backend(path) for name, path in (x.split("=", 1) for x in args.lib)}
+    plans = [tuple(int(v) for v in p.split("/")) for p in args.plans.split(",")]
+    layouts = args.a_scale.split(",")
+    with open(args.out, "w") as f:
+        for spec in args.shapes:
+            m, n, k = (int(v) for v in spec.split(","))
+            a, b, a_s, b_s = tune.make(m, n, k)
+            ref = tune.reference(a, b, a_s, b_s)
+            scales = {"row": a_s, "mmajor": a_s.t().contiguous().t()}
+            out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
+            timed, firsts, wrong, bitwise = {}, {}, [], []
+            for (name, be), (cfg, sk), layout in itertools.product(libs.items(), plans, layouts):
+                if cfg >= 0 and sk and be.tiles(cfg, m, n)[0] % be.tiles(cfg, m, n)[1] == 0:
+                    continue  # whole waves: the stream-K plan is the whole-tile plan
+                key = " ".join(part for part, varies in ((name, len(libs) > 1), (f"{cfg}/{sk}", len(plans) > 1),
+                                                         (layout, len(layouts) > 1)) if varies) or name
+                run = (lambda be=be, cfg=cfg, sk=sk, s=scales[layout], o=None:
+                       be.gemm(a, b, s, b_s, out=o, config=cfg, stream_k=bool(sk)))
+                result = run()
+                if not tune.close(result, ref)[0]:
+                    wrong.append(key)
+                    continue
+                if (cfg, sk) in firsts and not torch.equal(firsts[(cfg, sk)], result):
+                    bitwise.append(key)
+                firsts.setdefault((cfg, sk), result)
+                timed[key] = lambda run=run: run(o=out)
+            if args.cublas and k % tune.SCALE_BLOCK == 0:
+                timed["cublas"] = lambda: tune.cublas(a, b, a_s, b_s)
+            times = {key: [] for key in timed}
+            for _ in range(args.rounds):
+                for key, fn in timed.items():
+                    times[key].append(tune.timeit(fn, 10))
+            rec = {"m": m, "n": n, "k": k, "t": {key: round(statistics.median(v), 2) for key, v in times.items()},
+                   "plan": next(iter(libs.values())).plan(m, n, k), "wrong": wrong, "bitwise": bitwise}
+            f.write(json.dumps(rec) + "\n")
+            f.flush()
+            print(json.dumps(rec), flush=True)
+
+
+if __name__ == "__main__":
+    main()
