@@ -73,9 +73,12 @@ constexpr uint64_t kDescKStep = static_cast<uint64_t>(kWgmmaK) >> kDescAddrShift
 // 16 contiguous bytes a row) hit 32 distinct banks. Chunk bases are multiples of 8 rows x span.
 constexpr int kMinStoreSpanBytes = 32;
 constexpr int kMaxStoreSpanBytes = 128;
-constexpr int kSwizzleUnitBytes = 16;
+constexpr int kSwizzleUnitShift = 4;  // the XORed bits: a 16-byte unit's index, from address bit 4
+constexpr int kSwizzleRowShift = 7;   // the XOR source: 128-byte rows, from address bit 7
+constexpr int kSwizzleUnitBytes = 1 << kSwizzleUnitShift;
 GEMM_HOST_DEVICE constexpr uint32_t swizzle_span(uint32_t offset, int span_bytes) {
-  return offset ^ (((offset >> 7) & static_cast<uint32_t>(span_bytes / kSwizzleUnitBytes - 1)) << 4);
+  const uint32_t units_mask = static_cast<uint32_t>(span_bytes / kSwizzleUnitBytes - 1);
+  return offset ^ (((offset >> kSwizzleRowShift) & units_mask) << kSwizzleUnitShift);
 }
 
 // --- TMA [cp-async-bulk-tensor] ---
