@@ -350,9 +350,15 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
   uint8_t* smem_a = smem;
   uint8_t* smem_b = smem_a + kStages * kABytes;
   uint8_t* smem_out = smem_b + kStages * kBBytes;  // 1024-aligned: every tile buffer is a 1 KB multiple
-  float* smem_scales = reinterpret_cast<float*>(smem_out + staging_bytes(kCfg));
+  // Boxes of row-major A scales (kTmaScales), which the scale warp copies into the stages column by column.
+  constexpr int kBoxFloats = a_scale_box_floats(kCfg);
+  float* smem_a_boxes = reinterpret_cast<float*>(smem_out + staging_bytes(kCfg));
+  float* smem_scales = smem_a_boxes + (kTmaScales ? kAScaleBoxSlots * kBoxFloats : 0);
   uint64_t* full_bar = reinterpret_cast<uint64_t*>(smem_scales + kStages * kScaleFloats);
   uint64_t* empty_bar = full_bar + kStages;
+  uint64_t* box_full = empty_bar + kStages;
+  // Row-major A scales reach the stages through the scale warp's box ring (see a_scale_stage_floats).
+  const bool a_scale_boxes = kTmaScales && p.a_scale_k_major;
 
   // Broadcast from lane 0 so that ptxas sees a warp-uniform value: the shared-memory descriptors built
   // from it then live in uniform registers instead of being rebuilt per wgmma in vector registers.
@@ -372,9 +378,14 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
     if (p.out_tma) ptx::tma_prefetch_desc(&tmap_out);
 #pragma unroll
     for (int s = 0; s < kStages; ++s) {
-      ptx::mbar_init(&full_bar[s], 1 + hopper::kWarpSize);  // TMA expect_tx + scale-warp lanes
+      // TMA expect_tx + the scale warp's lanes (their cp.async, and their A-scale copies from a box).
+      ptx::mbar_init(&full_bar[s], 1 + hopper::kWarpSize * (a_scale_boxes ? 2 : 1));
       // One arrive per math warp of every cluster CTA: each of them reads what this CTA multicasts.
       ptx::mbar_init(&empty_bar[s], kMathWG * hopper::kWarpgroupWarps * kClusterN);
+    }
+    if constexpr (kTmaScales) {
+#pragma unroll
+      for (int s = 0; s < kAScaleBoxSlots; ++s) ptx::mbar_init(&box_full[s], 1);
     }
     ptx::fence_barrier_init();
   }
@@ -390,8 +401,9 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
     ptx::setmaxnreg_dec<kProducerRegs>();
     const int warp = tid / hopper::kWarpSize;
     if (warp == 0 && lane == 0) {
-      const int a_scale_bytes = (p.a_scale_k_major ? kAScaleFloats : kBlockM) * static_cast<int>(sizeof(float));
-      const uint32_t stage_tx_bytes = kABytes + kBBytes + (kTmaScales ? a_scale_bytes : 0);
+      const bool stage_a_scales = kTmaScales && !a_scale_boxes;  // M-major: a row straight into the stage
+      const uint32_t stage_tx_bytes =
+          kABytes + kBBytes + (stage_a_scales ? kAScaleFloats * static_cast<int>(sizeof(float)) : 0);
       RingPos<kStages> pos;
       WorkUnit w;
       for (int unit = 0; work_unit(p.sched, sched_cta, sched_grid, unit, w); ++unit) {
@@ -411,30 +423,59 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
             ptx::tma_load_2d(smem_a + s * kABytes, &tmap_a, &full_bar[s], kb * kBlockK, a_row);
           }
           ptx::tma_load_2d(smem_b + s * kBBytes, &tmap_b, &full_bar[s], kb * kBlockK, b_row);
-          if constexpr (kTmaScales) {
-            // The tile's rows of K block kb (rows past M read 0): a row of the [K/128, M] array, or the
-            // aligned 4-K-block box of the [M, K/128] array that holds kb.
-            float* dst = smem_scales + s * kScaleFloats;
-            if (p.a_scale_k_major) {
-              ptx::tma_load_2d(dst, &tmap_a_scale, &full_bar[s], kb & ~(kAScaleBoxKBlocks - 1), a_row);
-            } else {
-              ptx::tma_load_2d(dst, &tmap_a_scale, &full_bar[s], a_row, kb);
-            }
+          if (stage_a_scales) {
+            // The tile's rows of K block kb (rows past M read 0): a row of the [K/128, M] array.
+            ptx::tma_load_2d(smem_scales + s * kScaleFloats, &tmap_a_scale, &full_bar[s], a_row, kb);
           }
         }
       }
     } else if (warp == kScaleWarp) {
       const int64_t num_scale_n = (p.n + kScaleBlockN - 1) / kScaleBlockN;
+      constexpr uint32_t kBoxBytes = kBoxFloats * sizeof(float);
+      int box_slot = kAScaleBoxSlots - 1;  // the slot of the box being copied (the first box goes to 0)
+      uint32_t box_phases = 0;             // bit i: the parity slot i's barrier completes next
+      bool next_box_loading = false;       // the unit's next box is already on its way to the other slot
       RingPos<kStages> pos;
       WorkUnit w;
       for (int unit = 0; work_unit(p.sched, sched_cta, sched_grid, unit, w); ++unit) {
         const int64_t nb = (w.n_blk * kClusterN + cta_rank) * kBlockN / kScaleBlockN + lane;
         const bool b_lane = lane < kMaxScaleBlocks;
         const bool b_ok = b_lane && nb < num_scale_n;
+        const int32_t a_row = static_cast<int32_t>(w.m_blk * kBlockM);
         for (int kb = w.kb_begin; kb < w.kb_end; ++kb, pos.advance()) {
           const int s = pos.stage;
           ptx::mbar_wait(&empty_bar[s], pos.phase ^ 1);
           float* dst = smem_scales + s * kScaleFloats;
+          if (a_scale_boxes) {
+            // The aligned box of kAScaleBoxKBlocks K blocks that holds kb (rows past M read 0). At a box's
+            // first K block in this unit: take the other slot (its box is done: every lane is past it),
+            // load this box there unless it already is, and the unit's next box into the slot just freed.
+            const int box_kb = kb & ~(kAScaleBoxKBlocks - 1);
+            if (kb == w.kb_begin || kb == box_kb) {
+              box_slot ^= 1;
+              __syncwarp();
+              const bool next = box_kb + kAScaleBoxKBlocks < w.kb_end;
+              if (lane == 0) {
+                if (!next_box_loading) {
+                  ptx::mbar_arrive_expect_tx(&box_full[box_slot], kBoxBytes);
+                  ptx::tma_load_2d(smem_a_boxes + box_slot * kBoxFloats, &tmap_a_scale, &box_full[box_slot], box_kb, a_row);
+                }
+                if (next) {
+                  ptx::mbar_arrive_expect_tx(&box_full[box_slot ^ 1], kBoxBytes);
+                  ptx::tma_load_2d(smem_a_boxes + (box_slot ^ 1) * kBoxFloats, &tmap_a_scale, &box_full[box_slot ^ 1],
+                                   box_kb + kAScaleBoxKBlocks, a_row);
+                }
+              }
+              next_box_loading = next;
+              ptx::mbar_wait(&box_full[box_slot], (box_phases >> box_slot) & 1u);
+              box_phases ^= 1u << box_slot;
+            }
+            // Column kb of the box, as the stage's M-major A scales; the arrive releases these stores.
+            const float* box = smem_a_boxes + box_slot * kBoxFloats + (kb - box_kb);
+#pragma unroll
+            for (int i = lane; i < kBlockM; i += hopper::kWarpSize) dst[i] = box[i * kAScaleBoxKBlocks];
+            ptx::mbar_arrive(&full_bar[s]);
+          }
 #pragma unroll
           for (int i = lane; i < (kTmaScales ? 0 : kBlockM); i += hopper::kWarpSize) {
             const int64_t row = w.m_blk * kBlockM + i;
@@ -467,13 +508,10 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
     // Stage ring positions of the next K block to wait for (issue) and to hand back (retire): the
     // ping-pong issues one step ahead of the retirement.
     RingPos<kStages> load_pos, free_pos;
-    // This thread's two A-scale rows in a stage: the M-major [BLOCK_M] column, or rows of the K-major
-    // [BLOCK_M][kAScaleBoxKBlocks] box whose column is the K block's index mod kAScaleBoxKBlocks.
-    const int a_scale_row_stride = p.a_scale_k_major ? kAScaleBoxKBlocks : 1;
-    const int a_scale_col_mask = p.a_scale_k_major ? kAScaleBoxKBlocks - 1 : 0;
-    const int a_scale_idx0 = (warpgroup * kWgRows + frag_row0) * a_scale_row_stride;
-    const int a_scale_idx1 = a_scale_idx0 + hopper::kFragRowHalf * a_scale_row_stride;
-    const int a_scale_slab_step = hopper::kWgmmaM * a_scale_row_stride;
+    // This thread's two A-scale rows in a stage's M-major [BLOCK_M] column.
+    const int a_scale_idx0 = warpgroup * kWgRows + frag_row0;
+    const int a_scale_idx1 = a_scale_idx0 + hopper::kFragRowHalf;
+    constexpr int kAScaleSlabStep = hopper::kWgmmaM;
     // Descriptors of stage 0 (this warpgroup's first 64 A rows, all of B); a stage or a slab further is
     // a constant step of the start-address field, which cannot carry out of it (shared memory < 2^18
     // bytes).
@@ -500,10 +538,9 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
         const int sub = t % kStepsPerBlock;
         if (sub == 0 && slab == 0) ptx::mbar_wait(&full_bar[s], load_pos.phase);
         // Scales of this K block (TMA / the scale warp put them in the stage); read now, used after the MMAs.
-        const float* stage_scales = smem_scales + s * kScaleFloats + slab * a_scale_slab_step;
-        const int a_col = (w.kb_begin + t / kStepsPerBlock) & a_scale_col_mask;
-        scales[kBuf].a0 = stage_scales[a_scale_idx0 + a_col];
-        scales[kBuf].a1 = stage_scales[a_scale_idx1 + a_col];
+        const float* stage_scales = smem_scales + s * kScaleFloats + slab * kAScaleSlabStep;
+        scales[kBuf].a0 = stage_scales[a_scale_idx0];
+        scales[kBuf].a1 = stage_scales[a_scale_idx1];
 #pragma unroll
         for (int j = 0; j < kMaxScaleBlocks; ++j) {
           scales[kBuf].b[j] = smem_scales[s * kScaleFloats + kAScaleFloats + j];
