@@ -13,9 +13,11 @@
 //    barriers);
 //  - one producer warpgroup (registers given away with setmaxnreg.dec) fills a kStages-deep ring
 //    guarded by full/empty mbarriers: one thread issues the TMA loads of 128B-swizzled A/B tiles
-//    (and, for two-warpgroup tiles, of the K block's A scales), one warp copies the remaining scales
-//    (any strides) into the stage with cp.async, whose completion arrives on the same full barrier -
-//    so scale latency is hidden kStages blocks ahead;
+//    (and, for 128+-row tiles with M-major scales, of the K block's A-scale column), one warp copies the
+//    remaining scales (any strides) into the stage with cp.async, whose completion arrives on the same
+//    full barrier - so scale latency is hidden kStages blocks ahead. For 128+-row tiles with row-major
+//    scales that warp TMA-loads 4-K-block boxes into a ring of its own and copies each K block's column
+//    into the stage, so the math warpgroups always read one M-major column;
 //  - 1 to 3 math warpgroups (64 rows each, or kSlabs 64-row slabs each run in turn) run wgmma
 //    m64nNk32 steps into a temporary accumulator and promote `acc += tmp * As[row, kb] * Bs[col / 128,
 //    kb]` in fp32 registers (two-level accumulation: FP8 tensor-core sums lose bits over long K). With
