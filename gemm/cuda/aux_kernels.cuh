@@ -5,6 +5,8 @@
 #include <cstdint>
 
 #include "../gemm_launcher.h"
+#include "hopper_layout.h"
+#include "hopper_ptx.h"
 
 namespace gemm::cuda {
 
@@ -123,22 +125,38 @@ __global__ void __launch_bounds__(kRepackThreads, kRepackMinBlocksPerSm)
 
 // ---- A scales -> K-block-major: dst[c * ld + r] = src[r * stride_r + c * stride_c] ----
 // TMA loads a tile's A scales of one K block as one row of a [K/128, M] array; scales in any other
-// layout are copied into that form first.
+// layout (the quantizers' row-major [M, K/128] among them) are copied into that form first, through a
+// shared-memory tile: a warp reads 32 consecutive K blocks of a row and writes 32 consecutive rows.
 struct ScaleCopy {
   const float* src = nullptr;
   int64_t rows = 0, cols = 0, stride_r = 0, stride_c = 0;
   float* dst = nullptr;
   int64_t ld = 0;
 };
+constexpr int kScaleCopyTile = hopper::kWarpSize;  // rows x cols of a block's tile
 constexpr int kScaleCopyThreads = 256;
+constexpr int kScaleCopyRowsPerPass = kScaleCopyThreads / kScaleCopyTile;
 
+// Grid: x over row tiles, y (capped) strides over column tiles.
 __global__ void __launch_bounds__(kScaleCopyThreads) transpose_scales_kernel(const ScaleCopy j) {
-  const int64_t total = j.rows * j.cols;
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  // Consecutive threads walk r, the destination's unit-stride dimension.
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
-    const int64_t r = i % j.rows, c = i / j.rows;
-    j.dst[c * j.ld + r] = j.src[r * j.stride_r + c * j.stride_c];
+  // The GEMM behind it is its programmatic dependent: let it start its prologue now (it waits for this
+  // grid to complete before it reads a scale).
+  ptx::launch_dependents();
+  __shared__ float tile[kScaleCopyTile][kScaleCopyTile + 1];  // +1: the column reads hit 32 banks
+  const int tx = threadIdx.x % kScaleCopyTile, ty = threadIdx.x / kScaleCopyTile;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kScaleCopyTile;
+  for (int64_t c0 = static_cast<int64_t>(blockIdx.y) * kScaleCopyTile; c0 < j.cols;
+       c0 += static_cast<int64_t>(gridDim.y) * kScaleCopyTile) {
+    for (int i = ty; i < kScaleCopyTile; i += kScaleCopyRowsPerPass) {
+      const int64_t r = r0 + i, c = c0 + tx;
+      if (r < j.rows && c < j.cols) tile[i][tx] = j.src[r * j.stride_r + c * j.stride_c];
+    }
+    __syncthreads();
+    for (int i = ty; i < kScaleCopyTile; i += kScaleCopyRowsPerPass) {
+      const int64_t r = r0 + tx, c = c0 + i;
+      if (r < j.rows && c < j.cols) j.dst[c * j.ld + r] = tile[tx][i];
+    }
+    __syncthreads();
   }
 }
 

@@ -127,26 +127,21 @@ GEMM_HOST_DEVICE constexpr int cta_stage_load_bytes(const TileConfig& c) {
 // Where a stage's A scales come from. Two-warpgroup tiles consume K blocks fast enough that the
 // cp.async path (a producer warp gathering 4-byte scales) held them to 887 TFLOP/s at
 // 4096x7168x16384 against 1104 with no scale traffic at all (H200, cuda_notes.md): they load their
-// A scales with TMA, in place from the caller's array when TMA can address it (see kAScaleBoxKBlocks),
-// else from a K-block-major copy. B scales (<= 3 floats) and the A scales of one-warpgroup tiles are
-// gathered by cp.async from any layout.
+// A scales with TMA. B scales (<= 3 floats) and the A scales of one-warpgroup tiles are gathered by
+// cp.async from any layout.
 GEMM_HOST_DEVICE constexpr bool scales_by_tma(const TileConfig& c) { return c.block_m > hopper::kWgmmaM; }
-// A stage holds its K block's A scales as one M-major [BLOCK_M] column. TMA loads it from an M-major
-// [K/128, M] array directly. From the usual row-major [M, K/128] array TMA loads boxes of
-// kAScaleBoxKBlocks K blocks x BLOCK_M rows (16 bytes, TMA's smallest inner box, at a K-block coordinate
-// rounded down to a multiple of 4) into a two-box ring that only the scale warp reads: it copies each K
-// block's column into the stage, and fetches the unit's next box while it copies the current one. The
-// math warpgroups' loop is the same for both layouts. (Boxes read by the math warpgroups themselves, a
-// box a stage or a ring of them, cost their main loops up to 13 instructions a K block: h200/
-// ab_scale_ring.jsonl, branch `scalering`.)
-constexpr int kAScaleBoxKBlocks = 4;
-constexpr int kAScaleBoxSlots = 2;  // the box being copied and the next one loading
+// A stage holds its K block's A scales as one M-major [BLOCK_M] column, which TMA loads from an M-major
+// [K/128, M] array: the caller's, or the launcher's transposed copy of the usual row-major [M, K/128]
+// one. Row-major scales read in place cost more than that copy (H200, interleaved A/B):
+//  - a 16-byte box of 4 K blocks x BLOCK_M rows with every stage, the math warpgroups reading one
+//    column: 4096x7168x16384 11 % slower (cuda_notes.md);
+//  - a ring of such boxes, each loaded once: +13 instructions a K block in every main loop, 3 % slower
+//    (h200/ab_scale_ring.jsonl, branch `scalering`);
+//  - the scale warp copying each K block's column from such a ring into the stage: 4-27 % slower on the
+//    192x128 and 128x128 tiles; the copy sits on the path of a stage's full barrier, whose 4-5 stage
+//    rings have no latency to spare (h200/ab_scale_warp.jsonl, diag_scalewarp.jsonl, branch
+//    `scalewarp`).
 GEMM_HOST_DEVICE constexpr int a_scale_stage_floats(const TileConfig& c) { return c.block_m; }
-GEMM_HOST_DEVICE constexpr int a_scale_box_floats(const TileConfig& c) { return c.block_m * kAScaleBoxKBlocks; }
-// The box ring and its full barriers (configs whose A scales come by TMA).
-GEMM_HOST_DEVICE constexpr int scale_box_ring_bytes(const TileConfig& c) {
-  return scales_by_tma(c) ? kAScaleBoxSlots * (a_scale_box_floats(c) * static_cast<int>(sizeof(float)) + 8) : 0;
-}
 // Per stage, the scales the math warpgroups need for that K block: the A scales above and up to
 // kMaxScaleBlocksPerTile B scales (a BLOCK_N not dividing 128 can straddle up to 3 scale blocks).
 constexpr int kMaxScaleBlocksPerTile = 4;  // 3 used, padded to 16 bytes
@@ -172,9 +167,8 @@ GEMM_HOST_DEVICE constexpr int staging_bytes(const TileConfig& c, int parts) {
 GEMM_HOST_DEVICE constexpr int staging_col_parts(const TileConfig& c) {
   const int chunks = c.block_n / kMinStoreChunkCols;
   int parts = 1;
-  while (chunks % (2 * parts) == 0 && kMinStages * ring_stage_bytes(c) + staging_bytes(c, parts) +
-                                          scale_box_ring_bytes(c) + kSmemAlignSlack >
-                                      hopper::kMaxSmemPerBlock) {
+  while (chunks % (2 * parts) == 0 &&
+         kMinStages * ring_stage_bytes(c) + staging_bytes(c, parts) + kSmemAlignSlack > hopper::kMaxSmemPerBlock) {
     parts *= 2;
   }
   return parts;
@@ -191,12 +185,11 @@ GEMM_HOST_DEVICE constexpr int store_span_bytes(const TileConfig& c) {
   return span;
 }
 GEMM_HOST_DEVICE constexpr int num_stages(const TileConfig& c) {
-  const int fit =
-      (hopper::kMaxSmemPerBlock - kSmemAlignSlack - staging_bytes(c) - scale_box_ring_bytes(c)) / ring_stage_bytes(c);
+  const int fit = (hopper::kMaxSmemPerBlock - kSmemAlignSlack - staging_bytes(c)) / ring_stage_bytes(c);
   return fit < kMaxStages ? fit : kMaxStages;
 }
 GEMM_HOST_DEVICE constexpr int smem_bytes(const TileConfig& c) {
-  return num_stages(c) * ring_stage_bytes(c) + staging_bytes(c) + scale_box_ring_bytes(c) + kSmemAlignSlack;
+  return num_stages(c) * ring_stage_bytes(c) + staging_bytes(c) + kSmemAlignSlack;
 }
 
 // K blocks per stream-K range at least: a piece costs an fp32 tile store, its read by the head and
@@ -343,11 +336,6 @@ inline Plan make_plan(int config, bool stream_k, int64_t m, int64_t n, int64_t k
                             : 0.0);
   return p;
 }
-
-// Whether a plan's 128+-row tiles read K-major A scales in place (kAScaleBoxSlots) instead of from the
-// launcher's K-block-major copy: not with one M block, where every CTA reads the same boxes at once
-// (128x32768x512 16.4 -> 22.6 µs when boxes were loaded with every stage, H200).
-inline bool k_major_scales_in_place(const Plan& p) { return p.sched.m_blocks > 1; }
 
 // The cheapest plan under the model; ties keep the earlier (smaller) config, whole tiles before stream-K.
 inline Plan choose_plan(int64_t m, int64_t n, int64_t k, const GpuSlots& gpu, int out_bytes) {

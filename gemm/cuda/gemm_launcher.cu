@@ -29,7 +29,6 @@ using cuda::kTileConfigs;
 constexpr int kMaxDevices = 64;
 constexpr unsigned kTensorMapDriverVersion = 12000;  // cuTensorMapEncodeTiled's ABI since CUDA 12.0
 constexpr int64_t kMaxGridY = 65535;
-constexpr int64_t kMaxScaleCopyBlocks = 1024;
 
 std::string cuda_error(const char* what, cudaError_t err) {
   return std::string("gemm (CUDA): ") + what + " failed: " + cudaGetErrorString(err);
@@ -131,12 +130,10 @@ std::string encode_operand(const char* name, const Operand& op, int64_t rows, in
                    CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, map);
 }
 
-// ---- A scales as TMA reads them: rows of a [K/128, rows] (M-major) array, or 4-K-block boxes of the
-// caller's row-major [rows, K/128] array (cuda::kAScaleBoxKBlocks) ----
+// ---- A scales as TMA reads them: rows of a [K/128, rows] (M-major) array ----
 struct ScaleOperand {
   const float* ptr = nullptr;
-  int64_t ld = 0;        // floats between K blocks (M-major) or between rows (K-major)
-  bool k_major = false;
+  int64_t ld = 0;  // floats between K blocks
 };
 
 constexpr int64_t kAlignFloats = cuda::hopper::kTmaAlignBytes / static_cast<int64_t>(sizeof(float));
@@ -148,29 +145,15 @@ bool scales_m_major_readable(const float* ptr, int64_t rows, int64_t kblocks, in
   return kblocks == 1 || (stride_k >= rows && stride_k % kAlignFloats == 0);
 }
 
-// A box is kAScaleBoxKBlocks wide, so K must have at least that many blocks.
-bool scales_k_major_readable(const float* ptr, int64_t rows, int64_t kblocks, int64_t stride_row,
-                             int64_t stride_k) {
-  if (reinterpret_cast<uintptr_t>(ptr) % cuda::hopper::kTmaAlignBytes != 0) return false;
-  if (kblocks < cuda::kAScaleBoxKBlocks || stride_k != 1) return false;
-  return rows == 1 || (stride_row >= kblocks && stride_row % kAlignFloats == 0);
-}
-
-// Uses the scales in place when TMA can read them (K-major ones only if `k_major_in_place`), else
-// queues a K-block-major copy in `copy`.
+// Uses the scales in place when TMA can read them, else sets up a K-block-major copy in `copy` (the
+// caller launches it, see launch_scale_copy).
 std::string prepare_scales(const char* name, const float* ptr, int64_t rows, int64_t kblocks,
-                           int64_t stride_row, int64_t stride_k, bool k_major_in_place, const Workspace& ws,
-                           cuda::ScaleCopy& copy, ScaleOperand& op) {
+                           int64_t stride_row, int64_t stride_k, const Workspace& ws, cuda::ScaleCopy& copy,
+                           ScaleOperand& op) {
   const int64_t padded = cuda::cdiv(rows, kAlignFloats) * kAlignFloats;
   if (scales_m_major_readable(ptr, rows, kblocks, stride_row, stride_k)) {
     op.ptr = ptr;
     op.ld = kblocks == 1 ? padded : stride_k;
-    return {};
-  }
-  if (k_major_in_place && scales_k_major_readable(ptr, rows, kblocks, stride_row, stride_k)) {
-    op.ptr = ptr;
-    op.ld = rows == 1 ? cuda::cdiv(kblocks, kAlignFloats) * kAlignFloats : stride_row;
-    op.k_major = true;
     return {};
   }
   const size_t bytes = static_cast<size_t>(kblocks) * static_cast<size_t>(padded) * sizeof(float);
@@ -185,14 +168,17 @@ std::string prepare_scales(const char* name, const float* ptr, int64_t rows, int
   return {};
 }
 
+std::string launch_scale_copy(const cuda::ScaleCopy& copy, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(cuda::cdiv(copy.rows, cuda::kScaleCopyTile)),
+                  static_cast<unsigned>(std::min(cuda::cdiv(copy.cols, cuda::kScaleCopyTile), kMaxGridY)));
+  cuda::transpose_scales_kernel<<<grid, cuda::kScaleCopyThreads, 0, stream>>>(copy);
+  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return cuda_error("transpose_scales_kernel launch", e);
+  return {};
+}
+
 std::string encode_scales(const char* name, const ScaleOperand& op, int64_t rows, int64_t kblocks,
                           int box_rows, CUtensorMap& map) {
   const int64_t row_bytes = op.ld * static_cast<int64_t>(sizeof(float));
-  if (op.k_major) {
-    return encode_2d(name, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, op.ptr, kblocks, rows, row_bytes,
-                     cuda::kAScaleBoxKBlocks, box_rows, CU_TENSOR_MAP_SWIZZLE_NONE,
-                     CU_TENSOR_MAP_L2_PROMOTION_NONE, map);
-  }
   return encode_2d(name, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, op.ptr, rows, kblocks, row_bytes, box_rows, 1,
                    CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE, map);
 }
@@ -225,13 +211,15 @@ struct TensorMaps {
   CUtensorMap out;            // only read when KernelParams::out_tma
 };
 using ConfigLauncher = cudaError_t (*)(const TensorMaps&, const KernelParams&, int grid, cudaStream_t,
-                                       int* max_clusters);
+                                       bool programmatic, int* max_clusters);
 
-// The launch of config I: `grid` CTAs (a multiple of its cluster size) on `stream`; with stream ==
-// nullptr and `max_clusters` set, only asks how many of its clusters fit on the device at once.
+// The launch of config I: `grid` CTAs (a multiple of its cluster size) on `stream`, as a programmatic
+// dependent of the kernel before it if `programmatic` (its prologue overlaps that kernel, which must
+// trigger griddepcontrol.launch_dependents); with stream == nullptr and `max_clusters` set, only asks
+// how many of its clusters fit on the device at once.
 template <int I>
 cudaError_t launch_config(const TensorMaps& maps, const KernelParams& p, int grid, cudaStream_t stream,
-                          int* max_clusters = nullptr) {
+                          bool programmatic, int* max_clusters) {
   constexpr TileConfig c = kTileConfigs[I];
   auto* kernel = &cuda::fp8_gemm_kernel<c.block_m, c.block_n, c.cluster_n, c.slabs>;
   constexpr int smem = cuda::smem_bytes(c);
@@ -245,13 +233,18 @@ cudaError_t launch_config(const TensorMaps& maps, const KernelParams& p, int gri
   config.stream = stream;
   // Single-CTA configs launch without a cluster attribute: with a 1x1x1 cluster dimension, large
   // whole-tile plans ran 1-5 % slower (H200 package benchmark, 4096x32768x512: 181.6 vs 172.0 us).
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = c.cluster_n;
-  attr.val.clusterDim.y = 1;
-  attr.val.clusterDim.z = 1;
-  config.attrs = &attr;
-  config.numAttrs = c.cluster_n > 1 ? 1 : 0;
+  cudaLaunchAttribute attrs[2]{};
+  unsigned num_attrs = 0;
+  if (c.cluster_n > 1) {
+    attrs[num_attrs].id = cudaLaunchAttributeClusterDimension;
+    attrs[num_attrs++].val.clusterDim = {static_cast<unsigned>(c.cluster_n), 1, 1};
+  }
+  if (programmatic) {
+    attrs[num_attrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[num_attrs++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  config.attrs = attrs;
+  config.numAttrs = num_attrs;
   if (max_clusters != nullptr) return cudaOccupancyMaxActiveClusters(max_clusters, kernel, &config);
   return cudaLaunchKernelEx(&config, kernel, maps.a, maps.b, maps.a_scale, maps.out, p);
 }
@@ -271,7 +264,7 @@ cudaError_t max_clusters2(int& clusters) {
   for (int i = 0; i < cuda::kNumTileConfigs; ++i) {
     if (kTileConfigs[i].cluster_n != 2) continue;
     int c = 0;
-    if (const cudaError_t e = kLaunchers[i](TensorMaps{}, KernelParams{}, 2, nullptr, &c); e != cudaSuccess) return e;
+    if (const cudaError_t e = kLaunchers[i](TensorMaps{}, KernelParams{}, 2, nullptr, false, &c); e != cudaSuccess) return e;
     clusters = any ? std::min(clusters, c) : c;
     any = true;
   }
@@ -312,19 +305,11 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
   if (err = encode_operand("b", b, n, k, cfg.block_n, maps.b); !err.empty()) return err;
   const int64_t kblocks = cuda::cdiv(k, cuda::kBlockK);
   ScaleOperand sa;
+  cuda::ScaleCopy scale_copy{};
   if (cuda::scales_by_tma(cfg)) {
-    cuda::ScaleCopy copy{};
     if (err = prepare_scales("a_scale", args.a_scale, m, kblocks, args.a_scale_stride_m, args.a_scale_stride_k,
-                             cuda::k_major_scales_in_place(plan), workspace, copy, sa);
+                             workspace, scale_copy, sa);
         !err.empty()) return err;
-    if (copy.dst != nullptr) {
-      const int64_t blocks = std::min<int64_t>(cuda::cdiv(m * kblocks, cuda::kScaleCopyThreads),
-                                               kMaxScaleCopyBlocks);
-      cuda::transpose_scales_kernel<<<static_cast<unsigned>(blocks), cuda::kScaleCopyThreads, 0, stream>>>(copy);
-      if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) {
-        return cuda_error("transpose_scales_kernel launch", e);
-      }
-    }
     if (err = encode_scales("a_scale", sa, m, kblocks, cfg.block_m, maps.a_scale); !err.empty()) return err;
   }
 
@@ -338,7 +323,6 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
   p.b_scale = args.b_scale;
   p.b_scale_stride_n = args.b_scale_stride_n;
   p.b_scale_stride_k = args.b_scale_stride_k;
-  p.a_scale_k_major = sa.k_major;
 
   p.out = args.c;
   p.out_ld = args.c_stride_m;
@@ -365,7 +349,13 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
     }
   }
 
-  if (const cudaError_t e = kLaunchers[plan.config](maps, p, plan.ctas(), stream, nullptr); e != cudaSuccess) {
+  // The A-scale transpose goes last, right before the GEMM, which launches as its programmatic dependent.
+  const bool after_scale_copy = scale_copy.dst != nullptr;
+  if (after_scale_copy) {
+    if (err = launch_scale_copy(scale_copy, stream); !err.empty()) return err;
+  }
+  if (const cudaError_t e = kLaunchers[plan.config](maps, p, plan.ctas(), stream, after_scale_copy, nullptr);
+      e != cudaSuccess) {
     return cuda_error("fp8_gemm_kernel launch", e);
   }
   return {};

@@ -155,6 +155,13 @@ __device__ __forceinline__ void setmaxnreg_dec() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kRegs));
 }
 
+// ---- programmatic dependent launch ----
+// Lets the next kernel in the stream, launched with programmatic stream serialization, start.
+__device__ __forceinline__ void launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+// Waits until the kernel this one depends on programmatically has completed and its writes are visible
+// (returns at once for a normal launch).
+__device__ __forceinline__ void wait_prior_grid() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+
 // ---- flags between CTAs (the stream-K hand-off), gpu scope ----
 // Raises a zeroed flag once the caller's earlier writes, and those it observed through a barrier
 // (release cumulativity), are visible GPU-wide.

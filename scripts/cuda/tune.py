@@ -188,9 +188,9 @@ def check(be: Backend) -> list[str]:
             out = be.gemm(a, b, a_s, b_s, out=buf[:, :n])
             ok, rel = close(out, ref)
             report(f"out {dt} row stride n+{pad}", ok and bool(buf[:, n:].isnan().all()), rel)
-    # A scales read in place (row stride a multiple of 4 floats, padded rows) or copied (odd stride,
-    # misaligned base), on every 128+-row config; kb = 12 with stream-K starts pieces mid-box.
-    mm, kk = 520, 1536  # 2+ M blocks of every 128+-row config (one M block reads a copy)
+    # Row-major A scales with padded rows (even and odd strides) and a misaligned base, transposed
+    # before the GEMM on every 128+-row config, whole tiles and stream-K.
+    mm, kk = 520, 1536  # 2+ M blocks of every 128+-row config
     a, b, a_s, b_s = make(mm, n, kk)
     ref = reference(a, b, a_s, b_s)
     for pad in (4, 1):

@@ -38,6 +38,6 @@ RAGGED_SHAPES = [
     (1030, 8224, 576),
 ]
 
-# A shape whose plan uses a 128-row tile (A scales loaded by TMA, in place or through the copy
-# kernel depending on their layout); test_cuda_heuristics.py checks that it stays one.
+# A shape whose plan uses a 128-row tile (A scales loaded by TMA, in place if M-major and 16-byte
+# aligned, else through the transpose kernel); test_cuda_heuristics.py checks that it stays one.
 TMA_SCALE_SHAPE = (1024, 1536, 7168)

@@ -46,8 +46,8 @@ def test_layouts(kernel, layout):
 )
 @pytest.mark.parametrize("k", [TMA_SCALE_SHAPE[2], 1152])  # K/128 = 56 and 9 (not a multiple of 4)
 def test_a_scale_layouts_on_128_row_tiles(kernel, scale_layout, k):
-    """128-row tiles read A scales with TMA: in place when their rows (K-major) or columns (M-major) are
-    16-byte aligned, else from a copy."""
+    """128-row tiles read A scales with TMA: in place when M-major with 16-byte aligned columns, else from
+    the transpose kernel's copy (launched before the GEMM, which is its programmatic dependent)."""
     m, n, _ = TMA_SCALE_SHAPE
     a, b, a_s, b_s = make_inputs(m, n, k, "cuda", FP8)
     kb = a_s.shape[1]
@@ -57,7 +57,7 @@ def test_a_scale_layouts_on_128_row_tiles(kernel, scale_layout, k):
         buf = torch.full((kb, m + 3), float("nan"), device="cuda")
         buf[:, :m] = a_s.t()
         a_s_v = buf[:, :m].t()
-    elif scale_layout == "k_major_padded":  # row stride kb + 4: in place (a multiple of 4 floats)
+    elif scale_layout == "k_major_padded":  # row stride kb + 4, copied
         buf = torch.full((m, kb + 4), float("nan"), device="cuda")
         buf[:, :kb] = a_s
         a_s_v = buf[:, :kb]
