@@ -64,6 +64,7 @@ struct KernelParams {
   OutFormat out_format = OutFormat::kBF16;
   bool out_pairs = false;   // base and row stride allow 2-element vector stores
   bool out_tma = false;     // 16-bit output stored through the staging tile by TMA (tmap_out is valid)
+  bool a_scale_tma = false; // 128+-row tiles: A scales loaded by TMA (tmap_a_scale is valid), else gathered
 };
 
 template <typename T> struct OutPair;
@@ -367,7 +368,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
   if (threadIdx.x == 0) {
     ptx::tma_prefetch_desc(&tmap_a);
     ptx::tma_prefetch_desc(&tmap_b);
-    if constexpr (kTmaScales) ptx::tma_prefetch_desc(&tmap_a_scale);
+    if (kTmaScales && p.a_scale_tma) ptx::tma_prefetch_desc(&tmap_a_scale);
     if (p.out_tma) ptx::tma_prefetch_desc(&tmap_out);
 #pragma unroll
     for (int s = 0; s < kStages; ++s) {
@@ -392,8 +393,9 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
     ptx::setmaxnreg_dec<kProducerRegs>();
     const int warp = tid / hopper::kWarpSize;
     if (warp == 0 && lane == 0) {
-      constexpr uint32_t stage_tx_bytes =
-          kABytes + kBBytes + (kTmaScales ? kAScaleFloats * static_cast<int>(sizeof(float)) : 0);
+      const bool tma_a_scales = kTmaScales && p.a_scale_tma;
+      const uint32_t stage_tx_bytes =
+          kABytes + kBBytes + (tma_a_scales ? kAScaleFloats * static_cast<int>(sizeof(float)) : 0);
       RingPos<kStages> pos;
       WorkUnit w;
       for (int unit = 0; work_unit(p.sched, sched_cta, sched_grid, unit, w); ++unit) {
@@ -413,7 +415,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
             ptx::tma_load_2d(smem_a + s * kABytes, &tmap_a, &full_bar[s], kb * kBlockK, a_row);
           }
           ptx::tma_load_2d(smem_b + s * kBBytes, &tmap_b, &full_bar[s], kb * kBlockK, b_row);
-          if constexpr (kTmaScales) {
+          if (tma_a_scales) {
             // The tile's rows of K block kb (rows past M read 0): a row of the [K/128, M] array.
             ptx::tma_load_2d(smem_scales + s * kScaleFloats, &tmap_a_scale, &full_bar[s], a_row, kb);
           }
@@ -431,14 +433,16 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
           const int s = pos.stage;
           ptx::mbar_wait(&empty_bar[s], pos.phase ^ 1);
           float* dst = smem_scales + s * kScaleFloats;
+          if (!kTmaScales || !p.a_scale_tma) {
 #pragma unroll
-          for (int i = lane; i < (kTmaScales ? 0 : kBlockM); i += hopper::kWarpSize) {
-            const int64_t row = w.m_blk * kBlockM + i;
-            const bool ok = row < p.m;
-            ptx::cp_async_4(dst + i,
-                            ok ? p.a_scale + row * p.a_scale_stride_m + kb * p.a_scale_stride_k
-                               : p.a_scale,
-                            ok ? sizeof(float) : 0);
+            for (int i = lane; i < kBlockM; i += hopper::kWarpSize) {
+              const int64_t row = w.m_blk * kBlockM + i;
+              const bool ok = row < p.m;
+              ptx::cp_async_4(dst + i,
+                              ok ? p.a_scale + row * p.a_scale_stride_m + kb * p.a_scale_stride_k
+                                 : p.a_scale,
+                              ok ? sizeof(float) : 0);
+            }
           }
           if (b_lane) {
             ptx::cp_async_4(dst + kAScaleFloats + lane,

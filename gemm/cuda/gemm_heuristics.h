@@ -337,6 +337,15 @@ inline Plan make_plan(int config, bool stream_k, int64_t m, int64_t n, int64_t k
   return p;
 }
 
+// Row-major A scales of 128+-row tiles skip the transpose kernel on small grids: the scale warp gathers
+// them with cp.async, as it does for one-warpgroup tiles. Where a CTA runs at most this many work units
+// the transpose's latency in front of the GEMM costs more than the gathers (h200/ab_scale_gather.jsonl).
+constexpr int kMaxUnitsForGatheredAScales = 1;
+inline bool gather_a_scales(const Plan& p) {
+  const int64_t units_per_cta = cdiv(p.sched.dp_tiles, p.grid) + (p.stream_k() ? p.sched.sk_max_pieces : 0);
+  return units_per_cta <= kMaxUnitsForGatheredAScales;
+}
+
 // The cheapest plan under the model; ties keep the earlier (smaller) config, whole tiles before stream-K.
 inline Plan choose_plan(int64_t m, int64_t n, int64_t k, const GpuSlots& gpu, int out_bytes) {
   Plan best;

@@ -306,7 +306,11 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
   const int64_t kblocks = cuda::cdiv(k, cuda::kBlockK);
   ScaleOperand sa;
   cuda::ScaleCopy scale_copy{};
-  if (cuda::scales_by_tma(cfg)) {
+  const bool a_scale_tma =
+      cuda::scales_by_tma(cfg) && (!cuda::gather_a_scales(plan) ||
+                                   scales_m_major_readable(args.a_scale, m, kblocks, args.a_scale_stride_m,
+                                                           args.a_scale_stride_k));
+  if (a_scale_tma) {
     if (err = prepare_scales("a_scale", args.a_scale, m, kblocks, args.a_scale_stride_m, args.a_scale_stride_k,
                              workspace, scale_copy, sa);
         !err.empty()) return err;
@@ -323,6 +327,7 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
   p.b_scale = args.b_scale;
   p.b_scale_stride_n = args.b_scale_stride_n;
   p.b_scale_stride_k = args.b_scale_stride_k;
+  p.a_scale_tma = a_scale_tma;
 
   p.out = args.c;
   p.out_ld = args.c_stride_m;
