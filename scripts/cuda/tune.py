@@ -188,21 +188,23 @@ def check(be: Backend) -> list[str]:
             out = be.gemm(a, b, a_s, b_s, out=buf[:, :n])
             ok, rel = close(out, ref)
             report(f"out {dt} row stride n+{pad}", ok and bool(buf[:, n:].isnan().all()), rel)
-    # Row-major A scales with padded rows (even and odd strides) and a misaligned base, transposed
-    # before the GEMM on every 128+-row config, whole tiles and stream-K.
-    mm, kk = 520, 1536  # 2+ M blocks of every 128+-row config
-    a, b, a_s, b_s = make(mm, n, kk)
-    ref = reference(a, b, a_s, b_s)
-    for pad in (4, 1):
-        buf = torch.randn(mm + 1, kk // SCALE_BLOCK + pad, device="cuda")
-        for name, view in ((f"row stride kb+{pad}", buf[:mm, :kk // SCALE_BLOCK]),
-                           (f"row stride kb+{pad}, misaligned", buf[1:, :kk // SCALE_BLOCK])):
-            view.copy_(a_s)
-            for cfg, (bm, _, _) in enumerate(be.configs):
-                if bm >= 128:
-                    for sk in (False, True):
-                        report(f"config {be.configs[cfg]} stream_k {int(sk)} a_scale {name}",
-                               *close(be.gemm(a, b, view, b_s, config=cfg, stream_k=sk), ref))
+    # Row-major A scales with padded rows (even and odd strides) and a misaligned base on every 128+-row
+    # config, whole tiles and stream-K: gathered by the scale warp (a small grid) and transposed before
+    # the GEMM (2+ work units a CTA).
+    kk = 1536
+    for mm, nn in ((520, n), (2056, 2304)):
+        a, b, a_s, b_s = make(mm, nn, kk)
+        ref = reference(a, b, a_s, b_s)
+        for pad in (4, 1):
+            buf = torch.randn(mm + 1, kk // SCALE_BLOCK + pad, device="cuda")
+            for name, view in ((f"row stride kb+{pad}", buf[:mm, :kk // SCALE_BLOCK]),
+                               (f"row stride kb+{pad}, misaligned", buf[1:, :kk // SCALE_BLOCK])):
+                view.copy_(a_s)
+                for cfg, (bm, _, _) in enumerate(be.configs):
+                    if bm >= 128:
+                        for sk in (False, True):
+                            report(f"config {be.configs[cfg]} stream_k {int(sk)} {mm}x{nn}x{kk} a_scale {name}",
+                                   *close(be.gemm(a, b, view, b_s, config=cfg, stream_k=sk), ref))
     for cfg in range(len(be.configs)):
         x = make(1, 200, 256)
         report(f"config {be.configs[cfg]} m=1", *close(be.gemm(*x, config=cfg), reference(*x)))

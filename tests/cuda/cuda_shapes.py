@@ -38,6 +38,8 @@ RAGGED_SHAPES = [
     (1030, 8224, 576),
 ]
 
-# A shape whose plan uses a 128-row tile (A scales loaded by TMA, in place if M-major and 16-byte
-# aligned, else through the transpose kernel); test_cuda_heuristics.py checks that it stays one.
-TMA_SCALE_SHAPE = (1024, 1536, 7168)
+# Shapes whose plans use 128+-row tiles, whose A scales TMA loads in place if M-major with 16-byte
+# aligned columns, and otherwise: gathered by the scale warp (a small grid, at most one work unit a CTA),
+# or transposed by a kernel before the GEMM (several units a CTA). test_cuda_heuristics.py checks that
+# the plans stay so.
+SCALE_PATH_SHAPES = {"gathered": (1024, 1536, 7168), "transposed": (4096, 4096, 1152)}

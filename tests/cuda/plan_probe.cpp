@@ -2,8 +2,9 @@
 // compiled with the host C++ compiler by test_cuda_heuristics.py (no CUDA needed). Reads "m n k" lines
 // on stdin; argument 1: SM count (2-CTA cluster slots: half of it).
 //   plan_probe SMS         prints the chosen plan per shape:
-//                          "m n k config block_m block_n stream_k grid dp_tiles sk_tiles sk_ctas cluster_n"
-//                          (grid in clusters, tiles in cluster tiles of BLOCK_M x cluster_n * BLOCK_N)
+//                          "m n k config block_m block_n stream_k grid dp_tiles sk_tiles sk_ctas cluster_n
+//                          a_scale_gather" (grid in clusters, tiles in cluster tiles of BLOCK_M x
+//                          cluster_n * BLOCK_N; a_scale_gather: a 128+-row tile gathers row-major A scales)
 //   plan_probe SMS --walk  for every config, whole-tile and stream-K plans, walks every CTA's work units
 //                          as the kernel does and checks the stream-K hand-off: each (tile, K block)
 //                          covered exactly once, whole tiles complete, one head per region tile that
@@ -139,8 +140,9 @@ int main(int argc, char** argv) {
     }
     const Plan p = choose_plan(m, n, k, gpu, 2);
     const TileConfig& c = kTileConfigs[p.config];
-    std::printf("%lld %lld %lld %d %d %d %d %d %d %d %d %d\n", m, n, k, p.config, c.block_m, c.block_n,
-                p.stream_k() ? 1 : 0, p.grid, p.sched.dp_tiles, p.sched.sk_tiles, p.sched.sk_ctas, c.cluster_n);
+    std::printf("%lld %lld %lld %d %d %d %d %d %d %d %d %d %d\n", m, n, k, p.config, c.block_m, c.block_n,
+                p.stream_k() ? 1 : 0, p.grid, p.sched.dp_tiles, p.sched.sk_tiles, p.sched.sk_ctas, c.cluster_n,
+                scales_by_tma(c) && gather_a_scales(p) ? 1 : 0);
   }
   if (walk_mode) std::printf("walked %d plans, %d failures\n", walked, failures);
   return failures == 0 ? 0 : 1;

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 from _helpers import assert_close_gemm, make_inputs, reference_gemm
-from cuda_shapes import CONFIG_SHAPES, RAGGED_SHAPES, TMA_SCALE_SHAPE
+from cuda_shapes import CONFIG_SHAPES, RAGGED_SHAPES, SCALE_PATH_SHAPES
 
 HAS_SM90 = (
     torch.cuda.is_available() and torch.version.hip is None and torch.cuda.get_device_capability()[0] == 9
@@ -44,11 +44,12 @@ def test_layouts(kernel, layout):
 @pytest.mark.parametrize(
     "scale_layout", ["k_major", "k_major_padded", "m_major", "m_major_padded", "misaligned_view"]
 )
-@pytest.mark.parametrize("k", [TMA_SCALE_SHAPE[2], 1152])  # K/128 = 56 and 9 (not a multiple of 4)
-def test_a_scale_layouts_on_128_row_tiles(kernel, scale_layout, k):
-    """128-row tiles read A scales with TMA: in place when M-major with 16-byte aligned columns, else from
-    the transpose kernel's copy (launched before the GEMM, which is its programmatic dependent)."""
-    m, n, _ = TMA_SCALE_SHAPE
+@pytest.mark.parametrize("path", sorted(SCALE_PATH_SHAPES))
+def test_a_scale_layouts_on_128_row_tiles(kernel, scale_layout, path):
+    """128+-row tiles read A scales with TMA in place when M-major with 16-byte aligned columns; other
+    layouts are gathered by the scale warp (small grids) or transposed by a kernel before the GEMM, which
+    is its programmatic dependent."""
+    m, n, k = SCALE_PATH_SHAPES[path]
     a, b, a_s, b_s = make_inputs(m, n, k, "cuda", FP8)
     kb = a_s.shape[1]
     if scale_layout == "m_major":

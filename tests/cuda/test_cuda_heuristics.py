@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from cuda_shapes import CONFIG_SHAPES, H200_SMS, RAGGED_SHAPES, TMA_SCALE_SHAPE
+from cuda_shapes import CONFIG_SHAPES, H200_SMS, RAGGED_SHAPES, SCALE_PATH_SHAPES
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -54,7 +54,7 @@ def test_config_shapes_cover_every_tile_config(probe):
 
 def test_plans_are_valid(probe):
     _, rows = plans(probe, CONFIG_SHAPES + RAGGED_SHAPES + [(16384, 16384, 128), (1, 32768, 16384)])
-    for m, n, k, cfg, bm, bn, stream_k, grid, dp_tiles, sk_tiles, sk_ctas, cn in rows:
+    for m, n, k, cfg, bm, bn, stream_k, grid, dp_tiles, sk_tiles, sk_ctas, cn, _ in rows:
         assert bn % 8 == 0 and bm % 64 == 0 and bn <= 256 and cn in (1, 2), (m, n, k, bm, bn, cn)
         assert 1 <= grid * cn <= H200_SMS, (m, n, k, grid, cn)
         assert dp_tiles + sk_tiles == -(-m // bm) * -(-n // (bn * cn)), (m, n, k, dp_tiles, sk_tiles)
@@ -79,6 +79,9 @@ def test_schedule_covers_every_k_block_once(probe, sms):
     assert res.returncode == 0 and res.stdout.strip().endswith(" 0 failures"), res.stdout[-3000:]
 
 
-def test_tma_scale_shape_uses_a_128_row_tile(probe):
-    _, rows = plans(probe, [TMA_SCALE_SHAPE])
-    assert rows[0][4] == 128, f"{TMA_SCALE_SHAPE} no longer plans a 128-row tile: {rows[0]}"
+@pytest.mark.parametrize("path", sorted(SCALE_PATH_SHAPES))
+def test_scale_path_shapes_take_their_path(probe, path):
+    shape = SCALE_PATH_SHAPES[path]
+    _, rows = plans(probe, [shape])
+    assert rows[0][4] >= 128, f"{shape} no longer plans a 128+-row tile: {rows[0]}"
+    assert rows[0][12] == (path == "gathered"), f"{shape} no longer has its A scales {path}: {rows[0]}"
