@@ -434,14 +434,13 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
           ptx::mbar_wait(&empty_bar[s], pos.phase ^ 1);
           float* dst = smem_scales + s * kScaleFloats;
           if (!kTmaScales || !p.a_scale_tma) {
+            // Rows lane, lane + 32, ... of the tile (rows past M read 0).
+            const int64_t row0 = w.m_blk * kBlockM + lane;
+            const float* src = p.a_scale + row0 * p.a_scale_stride_m + kb * p.a_scale_stride_k;
 #pragma unroll
-            for (int i = lane; i < kBlockM; i += hopper::kWarpSize) {
-              const int64_t row = w.m_blk * kBlockM + i;
-              const bool ok = row < p.m;
-              ptx::cp_async_4(dst + i,
-                              ok ? p.a_scale + row * p.a_scale_stride_m + kb * p.a_scale_stride_k
-                                 : p.a_scale,
-                              ok ? sizeof(float) : 0);
+            for (int i = 0; i < kBlockM / hopper::kWarpSize; ++i, src += hopper::kWarpSize * p.a_scale_stride_m) {
+              const bool ok = row0 + i * hopper::kWarpSize < p.m;
+              ptx::cp_async_4(dst + lane + i * hopper::kWarpSize, ok ? src : p.a_scale, ok ? sizeof(float) : 0);
             }
           }
           if (b_lane) {
