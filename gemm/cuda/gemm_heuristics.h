@@ -337,13 +337,18 @@ inline Plan make_plan(int config, bool stream_k, int64_t m, int64_t n, int64_t k
   return p;
 }
 
-// Row-major A scales of 128+-row tiles skip the transpose kernel on small grids: the scale warp gathers
-// them with cp.async, as it does for one-warpgroup tiles. Where a CTA runs at most this many work units
-// the transpose's latency in front of the GEMM costs more than the gathers (h200/ab_scale_gather.jsonl).
-constexpr int kMaxUnitsForGatheredAScales = 1;
+// Row-major A scales of 128+-row tiles skip the transpose kernel when a CTA runs few K blocks: the scale
+// warp gathers them with cp.async, as it does for one-warpgroup tiles. The transpose costs ~2 µs once
+// (launch and latency, partly hidden by the programmatic launch); the gathers ~75 ns a K block on the
+// scale warp's path to each stage (H200, h200/ab_scale_gather.jsonl: gathering won at 6-12 K blocks a
+// CTA, e.g. 1024x4096x512 12.1 -> 10.7 µs, was even at 32 and lost at 56+, e.g. 1024x1536x7168
+// 28.4 -> 32.7 µs).
+constexpr int64_t kMaxKBlocksForGatheredAScales = 16;
 inline bool gather_a_scales(const Plan& p) {
-  const int64_t units_per_cta = cdiv(p.sched.dp_tiles, p.grid) + (p.stream_k() ? p.sched.sk_max_pieces : 0);
-  return units_per_cta <= kMaxUnitsForGatheredAScales;
+  const TileSchedule& s = p.sched;
+  const int64_t kb_per_cta =
+      cdiv(s.dp_tiles, p.grid) * s.kblocks + (p.stream_k() ? cdiv(s.sk_iters(), s.sk_ctas) : 0);
+  return kb_per_cta <= kMaxKBlocksForGatheredAScales;
 }
 
 // The cheapest plan under the model; ties keep the earlier (smaller) config, whole tiles before stream-K.

@@ -189,8 +189,8 @@ def check(be: Backend) -> list[str]:
             ok, rel = close(out, ref)
             report(f"out {dt} row stride n+{pad}", ok and bool(buf[:, n:].isnan().all()), rel)
     # Row-major A scales with padded rows (even and odd strides) and a misaligned base on every 128+-row
-    # config, whole tiles and stream-K: gathered by the scale warp (a small grid) and transposed before
-    # the GEMM (2+ work units a CTA).
+    # config, whole tiles and stream-K: gathered by the scale warp (few K blocks a CTA) and transposed
+    # before the GEMM (more).
     kk = 1536
     for mm, nn in ((520, n), (2056, 2304)):
         a, b, a_s, b_s = make(mm, nn, kk)

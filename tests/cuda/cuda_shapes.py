@@ -39,7 +39,6 @@ RAGGED_SHAPES = [
 ]
 
 # Shapes whose plans use 128+-row tiles, whose A scales TMA loads in place if M-major with 16-byte
-# aligned columns, and otherwise: gathered by the scale warp (a small grid, at most one work unit a CTA),
-# or transposed by a kernel before the GEMM (several units a CTA). test_cuda_heuristics.py checks that
-# the plans stay so.
-SCALE_PATH_SHAPES = {"gathered": (1024, 1536, 7168), "transposed": (4096, 4096, 1152)}
+# aligned columns, and otherwise: gathered by the scale warp (few K blocks a CTA), or transposed by a
+# kernel before the GEMM. test_cuda_heuristics.py checks that the plans stay so.
+SCALE_PATH_SHAPES = {"gathered": (1024, 1536, 1152), "transposed": (1024, 1536, 7168)}
