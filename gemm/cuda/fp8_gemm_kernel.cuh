@@ -429,26 +429,24 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
         const int64_t nb = (w.n_blk * kClusterN + cta_rank) * kBlockN / kScaleBlockN + lane;
         const bool b_lane = lane < kMaxScaleBlocks;
         const bool b_ok = b_lane && nb < num_scale_n;
-        for (int kb = w.kb_begin; kb < w.kb_end; ++kb, pos.advance()) {
+        const int64_t row0 = w.m_blk * kBlockM + lane;
+        const float* a_src = p.a_scale + row0 * p.a_scale_stride_m + w.kb_begin * p.a_scale_stride_k;
+        const float* b_src = b_ok ? p.b_scale + nb * p.b_scale_stride_n + w.kb_begin * p.b_scale_stride_k : p.b_scale;
+        const int64_t b_step = b_ok ? p.b_scale_stride_k : 0;
+        const int64_t a_row_step = hopper::kWarpSize * p.a_scale_stride_m;
+        for (int kb = w.kb_begin; kb < w.kb_end; ++kb, pos.advance(), a_src += p.a_scale_stride_k, b_src += b_step) {
           const int s = pos.stage;
           ptx::mbar_wait(&empty_bar[s], pos.phase ^ 1);
           float* dst = smem_scales + s * kScaleFloats;
           if (!kTmaScales || !p.a_scale_tma) {
-            // Rows lane, lane + 32, ... of the tile (rows past M read 0).
-            const int64_t row0 = w.m_blk * kBlockM + lane;
-            const float* src = p.a_scale + row0 * p.a_scale_stride_m + kb * p.a_scale_stride_k;
+            const float* src = a_src;
 #pragma unroll
-            for (int i = 0; i < kBlockM / hopper::kWarpSize; ++i, src += hopper::kWarpSize * p.a_scale_stride_m) {
+            for (int i = 0; i < kBlockM / hopper::kWarpSize; ++i, src += a_row_step) {
               const bool ok = row0 + i * hopper::kWarpSize < p.m;
               ptx::cp_async_4(dst + lane + i * hopper::kWarpSize, ok ? src : p.a_scale, ok ? sizeof(float) : 0);
             }
           }
-          if (b_lane) {
-            ptx::cp_async_4(dst + kAScaleFloats + lane,
-                            b_ok ? p.b_scale + nb * p.b_scale_stride_n + kb * p.b_scale_stride_k
-                                 : p.b_scale,
-                            b_ok ? sizeof(float) : 0);
-          }
+          if (b_lane) ptx::cp_async_4(dst + kAScaleFloats + lane, b_src, b_ok ? sizeof(float) : 0);
           ptx::cp_async_mbar_arrive_noinc(&full_bar[s]);
         }
       }
