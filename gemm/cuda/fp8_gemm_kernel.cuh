@@ -13,9 +13,10 @@
 //    barriers);
 //  - one producer warpgroup (registers given away with setmaxnreg.dec) fills a kStages-deep ring
 //    guarded by full/empty mbarriers: one thread issues the TMA loads of 128B-swizzled A/B tiles
-//    (and, for 128+-row tiles, of the K block's M-major A-scale column), one warp copies the remaining
-//    scales (any strides) into the stage with cp.async, whose completion arrives on the same full
-//    barrier - so scale latency is hidden kStages blocks ahead;
+//    (and, for 128+-row tiles whose plan says so, of the K block's M-major A-scale column), one warp
+//    copies the remaining scales (any strides) into the stage with cp.async, whose completion arrives
+//    on the same full barrier - so scale latency is hidden kStages blocks ahead. Either way a stage
+//    holds one M-major A-scale column, the math warpgroups' only scale layout;
 //  - 1 to 3 math warpgroups (64 rows each, or kSlabs 64-row slabs each run in turn) run wgmma
 //    m64nNk32 steps into a temporary accumulator and promote `acc += tmp * As[row, kb] * Bs[col / 128,
 //    kb]` in fp32 registers (two-level accumulation: FP8 tensor-core sums lose bits over long K). With

@@ -1,8 +1,9 @@
 // CUDA sm_90a implementation of gemm::gemm_launch (see gemm/gemm_launcher.h).
 //
 // Per call: pick a plan (gemm_heuristics.h), make A and B TMA-readable (repack into workspace only
-// when their layout needs it), encode the tensor maps, zero the stream-K flags, and launch the
-// persistent kernel on the caller's stream. Never synchronizes, never prints.
+// when their layout needs it), encode the tensor maps, zero the stream-K flags, transpose the A scales
+// where TMA must read them and cannot in place, and launch the persistent kernel on the caller's stream
+// (behind that transpose as its programmatic dependent). Never synchronizes, never prints.
 #include <cuda.h>
 #include <cuda_runtime.h>
 
