@@ -430,12 +430,17 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
         const int64_t nb = (w.n_blk * kClusterN + cta_rank) * kBlockN / kScaleBlockN + lane;
         const bool b_lane = lane < kMaxScaleBlocks;
         const bool b_ok = b_lane && nb < num_scale_n;
+        // This lane's scale pointers walk along K (the warp's latency per K block is on the path to each
+        // stage's full barrier): A rows lane, lane + 32, ... of the tile, and B scale block nb (or, past
+        // N, a fixed address read as zero bytes).
         const int64_t row0 = w.m_blk * kBlockM + lane;
         const float* a_src = p.a_scale + row0 * p.a_scale_stride_m + w.kb_begin * p.a_scale_stride_k;
-        const float* b_src = b_ok ? p.b_scale + nb * p.b_scale_stride_n + w.kb_begin * p.b_scale_stride_k : p.b_scale;
+        const float* b_src =
+            b_ok ? p.b_scale + nb * p.b_scale_stride_n + w.kb_begin * p.b_scale_stride_k : p.b_scale;
         const int64_t b_step = b_ok ? p.b_scale_stride_k : 0;
         const int64_t a_row_step = hopper::kWarpSize * p.a_scale_stride_m;
-        for (int kb = w.kb_begin; kb < w.kb_end; ++kb, pos.advance(), a_src += p.a_scale_stride_k, b_src += b_step) {
+        for (int kb = w.kb_begin; kb < w.kb_end;
+             ++kb, pos.advance(), a_src += p.a_scale_stride_k, b_src += b_step) {
           const int s = pos.stage;
           ptx::mbar_wait(&empty_bar[s], pos.phase ^ 1);
           float* dst = smem_scales + s * kScaleFloats;

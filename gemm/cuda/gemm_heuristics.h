@@ -127,8 +127,8 @@ GEMM_HOST_DEVICE constexpr int cta_stage_load_bytes(const TileConfig& c) {
 // Where a stage's A scales come from. Two-warpgroup tiles consume K blocks fast enough that the
 // cp.async path (a producer warp gathering 4-byte scales) held them to 887 TFLOP/s at
 // 4096x7168x16384 against 1104 with no scale traffic at all (H200, cuda_notes.md): they load their
-// A scales with TMA. B scales (<= 3 floats) and the A scales of one-warpgroup tiles are gathered by
-// cp.async from any layout.
+// A scales with TMA, except where a CTA runs few K blocks (gather_a_scales). B scales (<= 3 floats) and
+// the A scales of one-warpgroup tiles are gathered by cp.async from any layout.
 GEMM_HOST_DEVICE constexpr bool scales_by_tma(const TileConfig& c) { return c.block_m > hopper::kWgmmaM; }
 // A stage holds its K block's A scales as one M-major [BLOCK_M] column, which TMA loads from an M-major
 // [K/128, M] array: the caller's, or the launcher's transposed copy of the usual row-major [M, K/128]

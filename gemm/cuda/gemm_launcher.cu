@@ -173,7 +173,9 @@ std::string launch_scale_copy(const cuda::ScaleCopy& copy, cudaStream_t stream) 
   const dim3 grid(static_cast<unsigned>(cuda::cdiv(copy.rows, cuda::kScaleCopyTile)),
                   static_cast<unsigned>(std::min(cuda::cdiv(copy.cols, cuda::kScaleCopyTile), kMaxGridY)));
   cuda::transpose_scales_kernel<<<grid, cuda::kScaleCopyThreads, 0, stream>>>(copy);
-  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return cuda_error("transpose_scales_kernel launch", e);
+  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) {
+    return cuda_error("transpose_scales_kernel launch", e);
+  }
   return {};
 }
 
