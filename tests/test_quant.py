@@ -55,6 +55,20 @@ def test_quantize_activation(kernel, shape, dtype):
 
 
 @pytest.mark.kernels_ci
+@pytest.mark.parametrize("shape", [(5, 300), (2, 3, 260), (1, 128)])
+def test_quantize_activation_column_major_scales(kernel, device, shape):
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(5)).to(device)
+    q_row, s_row = kernel.quantize_activation(x)
+    q, scale = kernel.quantize_activation(x, column_major_scales=True)
+    rows, k_blocks = x.shape[:-1].numel(), s_row.shape[-1]
+    assert torch.equal(q, q_row) and torch.equal(scale, s_row) and scale.shape == s_row.shape
+    # M-major: the rows of one K group are adjacent, the K groups `rows` floats apart.
+    assert scale.reshape(-1, k_blocks).stride() == (1, rows)
+    b, b_scale = kernel.quantize_weight(torch.randn(192, shape[-1], generator=torch.Generator().manual_seed(6)).to(device))
+    assert torch.equal(kernel.gemm(q, b, scale, b_scale), kernel.gemm(q_row, b, s_row, b_scale))
+
+
+@pytest.mark.kernels_ci
 @pytest.mark.parametrize("dtype", FP8_DTYPES)
 @pytest.mark.parametrize("shape", [(200, 300), (64, 100), (576, 256)])
 def test_quantize_weight(kernel, shape, dtype):

@@ -19,18 +19,31 @@ def _saturate(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return x.clamp(-limit, limit).to(dtype)
 
 
-def quantize_activation(x: torch.Tensor, block: int = SCALE_BLOCK_K, dtype: torch.dtype = torch.float8_e4m3fn):
+def quantize_activation(
+    x: torch.Tensor,
+    block: int = SCALE_BLOCK_K,
+    dtype: torch.dtype = torch.float8_e4m3fn,
+    column_major_scales: bool = False,
+):
     """Quantize `x` [..., K] per 1 x `block` group along K.
 
     Returns `(x_fp8, scale)`: `x_fp8` [..., K] contiguous in `dtype`, `scale` [..., ceil(K/block)]
-    contiguous float32 with `x ~= x_fp8 * scale` group-wise (a ragged last group is zero-padded).
-    With the default block of 128 these are the `a` and `a_scale` that `gemm` takes.
+    float32 with `x ~= x_fp8 * scale` group-wise (a ragged last group is zero-padded). With the default
+    block of 128 these are the `a` and `a_scale` that `gemm` takes.
+
+    `scale` is contiguous by default. With `column_major_scales=True` (vLLM's keyword for the same
+    thing) it is the same values stored M-major: the rows of `x` are adjacent for each K group
+    (`scale.stride(-1)` is the row count). That is the layout cuBLAS and DeepGEMM take, and the one the
+    CUDA backend reads fastest: its 128+-row tiles load a K group's scales with one TMA copy instead of
+    transposing them first (about 3 % of the time of an M >= 1024 GEMM on an H200).
     """
     k = x.shape[-1]
     k_blocks = ceil_div(k, block)
     groups = F.pad(x.float(), (0, k_blocks * block - k)).unflatten(-1, (k_blocks, block))
     scale = _block_scale(groups.abs().amax(dim=-1), dtype)
     q = _saturate(groups / scale.unsqueeze(-1), dtype).flatten(-2)[..., :k]
+    if column_major_scales:
+        scale = scale.reshape(-1, k_blocks).t().contiguous().t().view(scale.shape)
     return q.contiguous(), scale
 
 
