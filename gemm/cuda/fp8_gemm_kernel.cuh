@@ -385,8 +385,9 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
   } else {
     __syncthreads();
   }
-  // Behind the A-scale transpose the kernel launches as its programmatic dependent: the launch and the
-  // prologue above overlap it, and nothing below reads inputs or writes outputs before it completes.
+  // The kernel launches as a programmatic dependent of the kernel before it in the stream (the A-scale
+  // transpose, or the caller's): the launch and the prologue above overlap that kernel's end, and
+  // nothing below reads or writes global memory before it has completed.
   ptx::wait_prior_grid();
 
   if (warpgroup == kMathWG) {

@@ -3,7 +3,7 @@
 // Per call: pick a plan (gemm_heuristics.h), make A and B TMA-readable (repack into workspace only
 // when their layout needs it), encode the tensor maps, zero the stream-K flags, transpose the A scales
 // where TMA must read them and cannot in place, and launch the persistent kernel on the caller's stream
-// (behind that transpose as its programmatic dependent). Never synchronizes, never prints.
+// (as a programmatic dependent of the kernel before it). Never synchronizes, never prints.
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -357,12 +357,14 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
     }
   }
 
-  // The A-scale transpose goes last, right before the GEMM, which launches as its programmatic dependent.
-  const bool after_scale_copy = scale_copy.dst != nullptr;
-  if (after_scale_copy) {
+  // The A-scale transpose goes last, right before the GEMM. The GEMM always launches as a programmatic
+  // dependent of the kernel before it in the stream (this transpose, or the caller's last kernel): its
+  // launch and prologue overlap that kernel's end, and it reads and writes global memory only after
+  // griddepcontrol.wait, which returns once that kernel has completed and its writes are visible.
+  if (scale_copy.dst != nullptr) {
     if (err = launch_scale_copy(scale_copy, stream); !err.empty()) return err;
   }
-  if (const cudaError_t e = kLaunchers[plan.config](maps, p, plan.ctas(), stream, after_scale_copy, nullptr);
+  if (const cudaError_t e = kLaunchers[plan.config](maps, p, plan.ctas(), stream, /*programmatic=*/true, nullptr);
       e != cudaSuccess) {
     return cuda_error("fp8_gemm_kernel launch", e);
   }
