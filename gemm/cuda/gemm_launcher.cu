@@ -214,15 +214,15 @@ struct TensorMaps {
   CUtensorMap out;            // only read when KernelParams::out_tma
 };
 using ConfigLauncher = cudaError_t (*)(const TensorMaps&, const KernelParams&, int grid, cudaStream_t,
-                                       bool programmatic, int* max_clusters);
+                                       int* max_clusters);
 
 // The launch of config I: `grid` CTAs (a multiple of its cluster size) on `stream`, as a programmatic
-// dependent of the kernel before it if `programmatic` (its prologue overlaps that kernel, which must
-// trigger griddepcontrol.launch_dependents); with stream == nullptr and `max_clusters` set, only asks
-// how many of its clusters fit on the device at once.
+// dependent of the kernel before it (its launch and prologue overlap that kernel's end, or the part
+// after that kernel's griddepcontrol.launch_dependents); with stream == nullptr and `max_clusters` set,
+// only asks how many of its clusters fit on the device at once.
 template <int I>
 cudaError_t launch_config(const TensorMaps& maps, const KernelParams& p, int grid, cudaStream_t stream,
-                          bool programmatic, int* max_clusters) {
+                          int* max_clusters) {
   constexpr TileConfig c = kTileConfigs[I];
   auto* kernel = &cuda::fp8_gemm_kernel<c.block_m, c.block_n, c.cluster_n, c.slabs>;
   constexpr int smem = cuda::smem_bytes(c);
@@ -242,7 +242,7 @@ cudaError_t launch_config(const TensorMaps& maps, const KernelParams& p, int gri
     attrs[num_attrs].id = cudaLaunchAttributeClusterDimension;
     attrs[num_attrs++].val.clusterDim = {static_cast<unsigned>(c.cluster_n), 1, 1};
   }
-  if (programmatic) {
+  if (max_clusters == nullptr) {
     attrs[num_attrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attrs[num_attrs++].val.programmaticStreamSerializationAllowed = 1;
   }
@@ -267,7 +267,7 @@ cudaError_t max_clusters2(int& clusters) {
   for (int i = 0; i < cuda::kNumTileConfigs; ++i) {
     if (kTileConfigs[i].cluster_n != 2) continue;
     int c = 0;
-    if (const cudaError_t e = kLaunchers[i](TensorMaps{}, KernelParams{}, 2, nullptr, false, &c); e != cudaSuccess) return e;
+    if (const cudaError_t e = kLaunchers[i](TensorMaps{}, KernelParams{}, 2, nullptr, &c); e != cudaSuccess) return e;
     clusters = any ? std::min(clusters, c) : c;
     any = true;
   }
@@ -357,14 +357,14 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
     }
   }
 
-  // The A-scale transpose goes last, right before the GEMM. The GEMM always launches as a programmatic
-  // dependent of the kernel before it in the stream (this transpose, or the caller's last kernel): its
-  // launch and prologue overlap that kernel's end, and it reads and writes global memory only after
-  // griddepcontrol.wait, which returns once that kernel has completed and its writes are visible.
+  // The A-scale transpose goes last, right before the GEMM. The GEMM launches as a programmatic
+  // dependent of the kernel before it in the stream (this transpose, or the caller's last kernel) and
+  // reads and writes global memory only after griddepcontrol.wait, which returns once that kernel has
+  // completed and its writes are visible.
   if (scale_copy.dst != nullptr) {
     if (err = launch_scale_copy(scale_copy, stream); !err.empty()) return err;
   }
-  if (const cudaError_t e = kLaunchers[plan.config](maps, p, plan.ctas(), stream, /*programmatic=*/true, nullptr);
+  if (const cudaError_t e = kLaunchers[plan.config](maps, p, plan.ctas(), stream, nullptr);
       e != cudaSuccess) {
     return cuda_error("fp8_gemm_kernel launch", e);
   }
