@@ -5,6 +5,9 @@
 //    so that CTAs running at the same time share A and B tiles in L2), then stream-K pieces of the
 //    partial last wave: later pieces hand their fp32 partial sums to the tile's head through a
 //    workspace slot and a flag, and the head adds them before its epilogue;
+//  - a plan may instead split every tile's K blocks over a cluster of k_split CTAs (runtime; one-CTA
+//    configs): the ranks after 0 leave their fp32 partials in their own idle stage ring, and rank 0
+//    adds them through distributed shared memory, in rank (K) order, before its epilogue;
 //  - with kClusterN = 2, two CTAs of a thread-block cluster run tiles of the same M block side by side
 //    along N; each loads half of the shared A tile and multicasts it into both CTAs' stages, so a CTA
 //    pulls (BLOCK_M / 2 + BLOCK_N) * 128 bytes from L2 per K block instead of (BLOCK_M + BLOCK_N) * 128
@@ -241,6 +244,41 @@ __device__ __forceinline__ void add_partials(float (&acc)[kAcc], const float* sl
   }
 }
 
+// acc += the fp32 partials that cluster ranks 1 .. k_split - 1 left at local shared address `slab` of
+// their own shared memory (store_partial's layout), added in rank (K) order: deterministic. As in
+// add_partials, kBatch ranks' loads are issued before their adds, and a batch past the last rank
+// re-reads it rather than predicating the loads.
+template <int kBatch, int kAcc>
+__device__ __forceinline__ void add_cluster_partials(float (&acc)[kAcc], uint32_t slab, int k_split, int tid) {
+  const uint32_t mine = slab + tid * static_cast<uint32_t>(sizeof(float4));
+#pragma unroll
+  for (int r0 = 1; r0 < kMaxKSplit; r0 += kBatch) {
+    if (r0 < k_split) {
+      float4 v[kBatch][kAcc / 4];
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        const uint32_t src = ptx::map_shared_to_cta(mine, r0 + j < k_split ? r0 + j : k_split - 1);
+#pragma unroll
+        for (int i = 0; i < kAcc / 4; ++i) {
+          v[j][i] = ptx::ld_shared_cluster_v4(src + i * hopper::kWarpgroupThreads * static_cast<uint32_t>(sizeof(float4)));
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        if (r0 + j < k_split) {
+#pragma unroll
+          for (int i = 0; i < kAcc / 4; ++i) {
+            acc[4 * i] += v[j][i].x;
+            acc[4 * i + 1] += v[j][i].y;
+            acc[4 * i + 2] += v[j][i].z;
+            acc[4 * i + 3] += v[j][i].w;
+          }
+        }
+      }
+    }
+  }
+}
+
 // A position in the kStages-deep stage ring: the stage and the parity of the mbarrier phase it is in.
 // Advanced once per K block (no division by a stage count that is rarely a power of two).
 template <int kStages>
@@ -346,6 +384,9 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
   uint8_t* smem = smem_raw + ((hopper::kSwizzleAtomBytes - raw_addr % hopper::kSwizzleAtomBytes) %
                               hopper::kSwizzleAtomBytes);
   constexpr int kStagingBytesPerWG = staging_bytes(kCfg) / kMathWG;
+  // A K split's partials (the whole tile in fp32) go to the start of the idle A/B ring.
+  static_assert(kBlockM * kBlockN * static_cast<int>(sizeof(float)) <= kStages * (kABytes + kBBytes),
+                "a K split's partial tile must fit in the stage ring");
   static_assert(kStages >= kMinStages, "too few pipeline stages fit beside the epilogue staging");
   static_assert(kBlockN % kMinStoreChunkCols == 0, "staging is written in whole chunks");
   uint8_t* smem_a = smem;
@@ -360,11 +401,15 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
   const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / hopper::kWarpgroupThreads), 0);
   const int tid = threadIdx.x % hopper::kWarpgroupThreads;
   const int lane = tid % hopper::kWarpSize;
-  // A 1-D grid of clusters of kClusterN consecutive CTAs: the schedule walks clusters, and CTA rank r
-  // of a cluster takes N block (cluster tile's N block) * kClusterN + r.
+  // A 1-D grid of clusters of consecutive CTAs: the schedule walks clusters. In an A-multicast cluster
+  // CTA rank r takes N block (cluster tile's N block) * kClusterN + r; in a K split, the r-th share of
+  // the tile's K blocks (k_split_ok: only one-CTA, one-slab configs split K).
+  const int k_split = kClusterN > 1 || kSlabs > 1 ? 1 : p.sched.k_split;
+  const int cluster_ctas = kClusterN * k_split;
   const int cta_rank = static_cast<int>(blockIdx.x % kClusterN);
-  const int sched_cta = static_cast<int>(blockIdx.x / kClusterN);
-  const int sched_grid = static_cast<int>(gridDim.x / kClusterN);
+  const int k_rank = static_cast<int>(blockIdx.x % k_split);
+  const int sched_cta = static_cast<int>(blockIdx.x / cluster_ctas);
+  const int sched_grid = static_cast<int>(gridDim.x / cluster_ctas);
 
   if (threadIdx.x == 0) {
     ptx::tma_prefetch_desc(&tmap_a);
@@ -394,13 +439,23 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
     // ---------------- producer ----------------
     ptx::setmaxnreg_dec<kProducerRegs>();
     const int warp = tid / hopper::kWarpSize;
+    // Every producer thread passes the two cluster barriers that the math warps of a K split pass after
+    // each unit (below): the ring stays untouched until rank 0 has read the partials left in it.
+    auto split_barriers = [&] {
+      if (k_split > 1) {
+        ptx::cluster_arrive();
+        ptx::cluster_wait();
+        ptx::cluster_arrive();
+        ptx::cluster_wait();
+      }
+    };
+    WorkUnit w;
     if (warp == 0 && lane == 0) {
       const bool tma_a_scales = kTmaScales && p.a_scale_tma;
       const uint32_t stage_tx_bytes =
           kABytes + kBBytes + (tma_a_scales ? kAScaleFloats * static_cast<int>(sizeof(float)) : 0);
       RingPos<kStages> pos;
-      WorkUnit w;
-      for (int unit = 0; work_unit(p.sched, sched_cta, sched_grid, unit, w); ++unit) {
+      for (int unit = 0; cta_work_unit(p.sched, sched_cta, sched_grid, k_rank, unit, w); ++unit) {
         const int32_t a_row = static_cast<int32_t>(w.m_blk * kBlockM);
         const int32_t b_row = static_cast<int32_t>((w.n_blk * kClusterN + cta_rank) * kBlockN);
         for (int kb = w.kb_begin; kb < w.kb_end; ++kb, pos.advance()) {
@@ -422,12 +477,12 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
             ptx::tma_load_2d(smem_scales + s * kScaleFloats, &tmap_a_scale, &full_bar[s], a_row, kb);
           }
         }
+        split_barriers();
       }
     } else if (warp == kScaleWarp) {
       const int64_t num_scale_n = (p.n + kScaleBlockN - 1) / kScaleBlockN;
       RingPos<kStages> pos;
-      WorkUnit w;
-      for (int unit = 0; work_unit(p.sched, sched_cta, sched_grid, unit, w); ++unit) {
+      for (int unit = 0; cta_work_unit(p.sched, sched_cta, sched_grid, k_rank, unit, w); ++unit) {
         const int64_t nb = (w.n_blk * kClusterN + cta_rank) * kBlockN / kScaleBlockN + lane;
         const bool b_lane = lane < kMaxScaleBlocks;
         const bool b_ok = b_lane && nb < num_scale_n;
@@ -456,6 +511,11 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
           if (b_lane) ptx::cp_async_4(dst + kAScaleFloats + lane, b_src, b_ok ? sizeof(float) : 0);
           ptx::cp_async_mbar_arrive_noinc(&full_bar[s]);
         }
+        split_barriers();
+      }
+    } else {
+      for (int unit = 0; k_split > 1 && cta_work_unit(p.sched, sched_cta, sched_grid, k_rank, unit, w); ++unit) {
+        split_barriers();
       }
     }
   } else {
@@ -484,7 +544,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
     constexpr uint64_t kADescStageStep = static_cast<uint64_t>(kABytes) >> hopper::kDescAddrShift;
     constexpr uint64_t kBDescStageStep = static_cast<uint64_t>(kBBytes) >> hopper::kDescAddrShift;
     WorkUnit w;
-    for (int unit = 0; work_unit(p.sched, sched_cta, sched_grid, unit, w); ++unit) {
+    for (int unit = 0; cta_work_unit(p.sched, sched_cta, sched_grid, k_rank, unit, w); ++unit) {
       const int64_t slab_row0 = w.m_blk * kBlockM + warpgroup * kWgRows;  // this warpgroup's first slab
       // The tile's B scale blocks: nb0, and from tile-local column `boundary` on (kBlockN: none) the next
       // ones (past N the scale warp zero-fills their scales).
@@ -598,6 +658,36 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
         if (tid == 0) ptx::flag_raise(p.sk_flags + w.slot * kFlagsPerSlot + flag_offset);
         continue;
       }
+      if (k_split > 1) {
+        // A K split. Ranks after 0 write their partials to their own ring, idle now: this unit's stages
+        // are consumed (every math warpgroup has retired its last wgmma: the barrier) and the producer
+        // holds the next unit's loads at the cluster barriers. Rank 0 reads them through DSMEM between
+        // the two barriers, and the second one keeps them alive until it has.
+        constexpr uint32_t kAllMathBarrier = 1 + kMathWG;
+        const uint32_t partial_slab = ptx::smem_addr(smem) +
+                                      static_cast<uint32_t>(warpgroup * kWgRows * kBlockN * sizeof(float));
+        constexpr uint32_t kSlabBytes = hopper::kWgmmaM * kBlockN * sizeof(float);
+        if (k_rank > 0) {
+          ptx::named_barrier_sync(kAllMathBarrier, kMathWG * hopper::kWarpgroupThreads);
+#pragma unroll
+          for (int sl = 0; sl < kSlabs; ++sl) {
+            store_partial(acc[sl], reinterpret_cast<float*>(smem) + (warpgroup * kSlabs + sl) * kSlabFloats, tid);
+          }
+          ptx::fence_proxy_async_smem();  // generic writes before the next unit's TMA writes here
+          ptx::cluster_arrive();
+          ptx::cluster_wait();
+          ptx::cluster_arrive();
+          ptx::cluster_wait();
+          continue;
+        }
+        ptx::cluster_arrive();
+        ptx::cluster_wait();
+#pragma unroll
+        for (int sl = 0; sl < kSlabs; ++sl) {
+          add_cluster_partials<fixup_batch(kCfg)>(acc[sl], partial_slab + sl * kSlabBytes, k_split, tid);
+        }
+        ptx::cluster_arrive();
+      }
       if (w.fix_begin < w.fix_end) {
         // A stream-K head: add the later pieces in K order (fixed, so the result is deterministic).
         // Thread i waits for piece i's flag, so the polls' L2 round trips overlap instead of adding up;
@@ -626,6 +716,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
           store_tile_direct(acc[sl], p, row0 + frag_row0, n0 + frag_col0);
         }
       }
+      if (k_split > 1) ptx::cluster_wait();  // rank 0: the peers have passed the second barrier
     }
     // Shared memory must outlive the reads of the last TMA stores.
     if (p.out_tma && lane == 0) ptx::bulk_wait<0>();

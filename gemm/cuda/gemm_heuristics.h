@@ -242,12 +242,29 @@ constexpr double kDramBytesPerUs = 3.0e6;
 constexpr double kStreamKFixedUs = 2.4;
 constexpr double kFixupBytesPerUs = 21.0e3;
 
-// What the planner knows of the GPU: SMs, and how many 2-CTA clusters fit at once (fewer than SMs / 2
-// where a GPC has an odd number of SMs; cudaOccupancyMaxActiveClusters).
+// Cluster split-K (tile_scheduler.h): up to the portable cluster size, and a share of at least
+// kMinSplitKBlocks K blocks per CTA (a share is a pipeline fill, a partial and two cluster barriers).
+constexpr int kMaxKSplit = 8;
+constexpr int kMinSplitKBlocks = 4;
+// Forced plans on the H200 (h200/cal_ksplit.jsonl: 12 decode and M <= 1024 shapes, every one-CTA
+// config split 2-8 ways) won only on problems of at most a quarter of the SMs' worth of 64x64 tiles
+// (64x576x7168, 9 tiles: split 4 10.4 us against 11.7 with stream-K; 128x576x7168, 18: 10.9 against
+// 11.7; 64x2112x7168, 33: 13.7 against 14.1). With more, the un-split plans already stream B at the
+// rate HBM gives (64x4096x7168, 64 tiles: 18.5 against 17.2), and so did splits over more than about
+// half the SMs (64x2112x7168 split 3, 99 CTAs: 14.6 against 13.7 split 2 on 66). Each rank past the
+// first costs about kKSplitRankUs beyond its share of the K blocks (the clustered launch, the rank's
+// pipeline fill, its partial read through DSMEM, the cluster barriers).
+constexpr int kKSplitSmsPerTile = 4;            // a split needs at most SMs / 4 64x64 tiles of output
+constexpr double kKSplitMaxSmFraction = 0.55;  // and runs on at most this share of the SMs
+constexpr double kKSplitRankUs = 1.2;
+
+// What the planner knows of the GPU: SMs, and how many clusters of each size fit at once
+// (cudaOccupancyMaxActiveClusters: fewer than SMs / size where GPCs do not divide evenly).
+constexpr int kMaxClusterCtas = kMaxKSplit > kMaxClusterN ? kMaxKSplit : kMaxClusterN;
 struct GpuSlots {
   int sms = 0;
-  int clusters2 = 0;
-  constexpr int units(int cluster_n) const { return cluster_n == 1 ? sms : clusters2; }
+  int clusters[kMaxClusterCtas + 1] = {};  // [s]: clusters of s CTAs (s >= 2)
+  constexpr int units(int cluster_ctas) const { return cluster_ctas == 1 ? sms : clusters[cluster_ctas]; }
 };
 
 struct Plan {
@@ -259,7 +276,8 @@ struct Plan {
   int grid = 0;    // persistent clusters
   double cost_us = 0;
   constexpr int cluster_n() const { return kTileConfigs[config].cluster_n; }
-  constexpr int ctas() const { return grid * cluster_n(); }
+  constexpr int cluster_ctas() const { return cluster_n() * sched.k_split; }
+  constexpr int ctas() const { return grid * cluster_ctas(); }
   constexpr bool stream_k() const { return sched.sk_tiles > 0; }
   // Workspace of the stream-K hand-off: one BLOCK_M x BLOCK_N fp32 slot per range, and one flag per
   // (range, math warpgroup), zeroed before the launch.
@@ -274,15 +292,25 @@ struct Plan {
 
 GEMM_HOST_DEVICE constexpr int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// Whether a config can split K over a cluster of k_split CTAs at this K (k_split 1: always). Not
+// A-multicast configs (one cluster dimension), nor two-slab ones (the reduction spilled registers).
+inline bool k_split_ok(const TileConfig& c, int k_split, int64_t k) {
+  return k_split == 1 || (c.cluster_n == 1 && c.slabs == 1 && k_split <= kMaxKSplit &&
+                          cdiv(k, kBlockK) >= int64_t{kMinSplitKBlocks} * k_split);
+}
+
 // The plan of one tile config: whole tiles only, or (`stream_k`) full waves of whole tiles and the
-// rest as a stream-K region over up to all the GPU's clusters. A stream-K plan of a problem whose
-// tiles fill whole waves is the whole-tile plan.
-inline Plan make_plan(int config, bool stream_k, int64_t m, int64_t n, int64_t k, const GpuSlots& gpu,
+// rest as a stream-K region over up to all the GPU's clusters, or (`k_split` > 1) whole tiles each
+// split over a cluster of k_split CTAs. A stream-K plan of a problem whose tiles fill whole waves is
+// the whole-tile plan; stream-K and a K split do not combine (fits = false).
+inline Plan make_plan(int config, bool stream_k, int k_split, int64_t m, int64_t n, int64_t k, const GpuSlots& gpu,
                       int out_bytes) {
   const TileConfig& c = kTileConfigs[config];
   Plan p;
   p.config = config;
-  const int slots = gpu.units(c.cluster_n);  // clusters that run at once
+  const int slots = k_split_ok(c, k_split, k) && !(stream_k && k_split > 1)
+                        ? gpu.units(c.cluster_n * k_split)  // clusters that run at once
+                        : 0;
   if (slots < 1) {
     p.fits = false;
     return p;
@@ -299,6 +327,7 @@ inline Plan make_plan(int config, bool stream_k, int64_t m, int64_t n, int64_t k
   p.fits = schedule_fits_int32(tiles, 0, 0) && schedule_fits_int32(kblocks, 0, 0);
   TileSchedule& s = p.sched;
   s.kblocks = static_cast<int32_t>(kblocks);
+  s.k_split = k_split;
   s.m_blocks = static_cast<int32_t>(m_blocks);
   s.n_blocks = static_cast<int32_t>(n_blocks);
   s.sk_tiles = static_cast<int32_t>(sk_tiles);
@@ -311,14 +340,14 @@ inline Plan make_plan(int config, bool stream_k, int64_t m, int64_t n, int64_t k
   }
   p.grid = static_cast<int>(s.dp_tiles > 0 ? std::min<int64_t>(s.dp_tiles, slots) : s.sk_ctas);
   const double waves = static_cast<double>(cdiv(s.dp_tiles, p.grid));
-  const double kb_per_cta = waves * s.kblocks + static_cast<double>(range);
+  const double kb_per_cta = waves * static_cast<double>(cdiv(s.kblocks, k_split)) + static_cast<double>(range);
   const double units_per_cta = waves + (p.stream_k() ? std::min<double>(s.sk_max_pieces, 2.0) : 0.0);
   const double cluster_factor = c.cluster_n > 1 ? kClusterKBlockTime : 1.0;
   const double compute = kb_per_cta * 2.0 * c.block_m * c.block_n * kBlockK / sm_flops_per_us(c) *
                          (1.0 + 16.0 / c.block_n) * cluster_factor;  // narrow wgmma re-reads A more per FLOP
   const double unique = static_cast<double>(m * k + n * k + m * n * out_bytes);
   // The share of the loaded bytes that comes from DRAM (read by one CTA only) streams slower.
-  const double loaded = static_cast<double>(tiles) * c.cluster_n * s.kblocks * cta_stage_load_bytes(c);
+  const double loaded = static_cast<double>(tiles) * c.cluster_n * s.kblocks * cta_stage_load_bytes(c);  // any split
   const double from_dram = std::min(1.0, static_cast<double>(m * k + n * k) / loaded);
   const double stream = kb_per_cta * cta_stage_load_bytes(c) * cluster_factor *
                         (from_dram / kSmDramBytesPerUs + (1.0 - from_dram) / kSmBytesPerUs);
@@ -334,8 +363,9 @@ inline Plan make_plan(int config, bool stream_k, int64_t m, int64_t n, int64_t k
       operands_fit_l2 ? 0.0 : static_cast<double>(s.sk_tiles) * c.cluster_n * s.kblocks * cta_stage_load_bytes(c);
   const double dram = (unique + sk_dram + 2.0 * partials) / kDramBytesPerUs;
   const double reads_per_head = p.stream_k() ? static_cast<double>(cdiv(s.sk_ctas, s.sk_tiles)) : 0.0;
+  const double k_split_cost = (k_split - 1) * kKSplitRankUs;
   p.cost_us = std::max({compute, stream, dram}) + units_per_cta * unit_overhead_us(c) +
-              (c.cluster_n > 1 ? kClusterFixedUs : 0.0) +
+              (c.cluster_n > 1 ? kClusterFixedUs : 0.0) + k_split_cost +
               (p.stream_k() ? kStreamKFixedUs + (1.0 + reads_per_head) * tile_partial_bytes / kFixupBytesPerUs
                             : 0.0);
   return p;
@@ -355,19 +385,35 @@ inline bool gather_a_scales(const Plan& p) {
   return kb_per_cta <= kMaxKBlocksForGatheredAScales;
 }
 
-// The cheapest plan under the model; ties keep the earlier (smaller) config, whole tiles before stream-K.
+// Whether the planner considers a K-split plan (the kernel runs any): one wave of clusters (a split's
+// producer idles from a unit's last load to the end of its reduction, so a next unit would start from
+// an empty ring), on few enough tiles and SMs (see kKSplitSmsPerTile).
+inline bool k_split_planned(const Plan& p, int64_t m, int64_t n, const GpuSlots& gpu) {
+  const int64_t tiles = static_cast<int64_t>(p.sched.m_blocks) * p.sched.n_blocks;
+  const int64_t small_tiles = cdiv(m, hopper::kWgmmaM) * cdiv(n, hopper::kWgmmaM);  // 64x64 tiles of output
+  return tiles <= p.grid && small_tiles * kKSplitSmsPerTile <= gpu.sms &&
+         static_cast<double>(p.ctas()) <= kKSplitMaxSmFraction * gpu.sms;
+}
+
+// The cheapest plan under the model; ties keep the earlier (smaller) config, whole tiles before stream-K
+// before a K split, smaller splits first.
 inline Plan choose_plan(int64_t m, int64_t n, int64_t k, const GpuSlots& gpu, int out_bytes) {
   Plan best;
   best.fits = false;
   bool have = false;
+  auto consider = [&](const Plan& p) {
+    if (p.fits && (!have || p.cost_us < best.cost_us * 0.999)) {
+      best = p;
+      have = true;
+    }
+  };
   for (int cfg = 0; cfg < kNumTileConfigs; ++cfg) {
-    for (const bool sk : {false, true}) {
-      const Plan p = make_plan(cfg, sk, m, n, k, gpu, out_bytes);
-      if (!p.fits || (sk && !p.stream_k())) continue;  // whole waves: same as the whole-tile plan
-      if (!have || p.cost_us < best.cost_us * 0.999) {
-        best = p;
-        have = true;
-      }
+    consider(make_plan(cfg, false, 1, m, n, k, gpu, out_bytes));
+    const Plan sk = make_plan(cfg, true, 1, m, n, k, gpu, out_bytes);
+    if (sk.stream_k()) consider(sk);  // whole waves: the same as the whole-tile plan
+    for (int split = 2; split <= kMaxKSplit; ++split) {
+      const Plan p = make_plan(cfg, false, split, m, n, k, gpu, out_bytes);
+      if (p.fits && k_split_planned(p, m, n, gpu)) consider(p);
     }
   }
   return best;

@@ -213,16 +213,16 @@ struct TensorMaps {
   CUtensorMap a, b, a_scale;  // a_scale: only configs with scales_by_tma read it
   CUtensorMap out;            // only read when KernelParams::out_tma
 };
-using ConfigLauncher = cudaError_t (*)(const TensorMaps&, const KernelParams&, int grid, cudaStream_t,
-                                       int* max_clusters);
+using ConfigLauncher = cudaError_t (*)(const TensorMaps&, const KernelParams&, int grid, int cluster_ctas,
+                                       cudaStream_t, int* max_clusters);
 
-// The launch of config I: `grid` CTAs (a multiple of its cluster size) on `stream`, as a programmatic
-// dependent of the kernel before it (its launch and prologue overlap that kernel's end, or the part
-// after that kernel's griddepcontrol.launch_dependents); with stream == nullptr and `max_clusters` set,
-// only asks how many of its clusters fit on the device at once.
+// The launch of config I: `grid` CTAs in clusters of `cluster_ctas` (its cluster_n, times the plan's K
+// split) on `stream`, as a programmatic dependent of the kernel before it (its launch and prologue
+// overlap that kernel's end, or the part after that kernel's griddepcontrol.launch_dependents); with
+// stream == nullptr and `max_clusters` set, only asks how many such clusters fit on the device at once.
 template <int I>
-cudaError_t launch_config(const TensorMaps& maps, const KernelParams& p, int grid, cudaStream_t stream,
-                          int* max_clusters) {
+cudaError_t launch_config(const TensorMaps& maps, const KernelParams& p, int grid, int cluster_ctas,
+                          cudaStream_t stream, int* max_clusters) {
   constexpr TileConfig c = kTileConfigs[I];
   auto* kernel = &cuda::fp8_gemm_kernel<c.block_m, c.block_n, c.cluster_n, c.slabs>;
   constexpr int smem = cuda::smem_bytes(c);
@@ -238,9 +238,9 @@ cudaError_t launch_config(const TensorMaps& maps, const KernelParams& p, int gri
   // whole-tile plans ran 1-5 % slower (H200 package benchmark, 4096x32768x512: 181.6 vs 172.0 us).
   cudaLaunchAttribute attrs[2]{};
   unsigned num_attrs = 0;
-  if (c.cluster_n > 1) {
+  if (cluster_ctas > 1) {
     attrs[num_attrs].id = cudaLaunchAttributeClusterDimension;
-    attrs[num_attrs++].val.clusterDim = {static_cast<unsigned>(c.cluster_n), 1, 1};
+    attrs[num_attrs++].val.clusterDim = {static_cast<unsigned>(cluster_ctas), 1, 1};
   }
   if (max_clusters == nullptr) {
     attrs[num_attrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -260,14 +260,18 @@ constexpr auto kLaunchers = make_launchers(std::make_index_sequence<cuda::kNumTi
 
 int out_bytes(OutFormat f) { return f == OutFormat::kFP32 ? 4 : 2; }
 
-// How many 2-CTA clusters of the cluster configs fit on the device at once (the fewest over them).
-cudaError_t max_clusters2(int& clusters) {
+// How many clusters of `size` CTAs fit on the device at once: the fewest over the configs that run
+// such clusters (A multicast of that width, or one-CTA configs splitting K that many ways).
+cudaError_t max_clusters(int size, int& clusters) {
   clusters = 0;
   bool any = false;
   for (int i = 0; i < cuda::kNumTileConfigs; ++i) {
-    if (kTileConfigs[i].cluster_n != 2) continue;
+    const int cluster_n = kTileConfigs[i].cluster_n;
+    if (cluster_n != size && !(cluster_n == 1 && kTileConfigs[i].slabs == 1 && size <= cuda::kMaxKSplit)) continue;
     int c = 0;
-    if (const cudaError_t e = kLaunchers[i](TensorMaps{}, KernelParams{}, 2, nullptr, &c); e != cudaSuccess) return e;
+    if (const cudaError_t e = kLaunchers[i](TensorMaps{}, KernelParams{}, size, size, nullptr, &c); e != cudaSuccess) {
+      return e;
+    }
     clusters = any ? std::min(clusters, c) : c;
     any = true;
   }
@@ -364,7 +368,7 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
   if (scale_copy.dst != nullptr) {
     if (err = launch_scale_copy(scale_copy, stream); !err.empty()) return err;
   }
-  if (const cudaError_t e = kLaunchers[plan.config](maps, p, plan.ctas(), stream, nullptr);
+  if (const cudaError_t e = kLaunchers[plan.config](maps, p, plan.ctas(), plan.cluster_ctas(), stream, nullptr);
       e != cudaSuccess) {
     return cuda_error("fp8_gemm_kernel launch", e);
   }
@@ -374,23 +378,26 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
 // The GPU as the planner sees it, read once per device index (benign race: every writer stores the
 // same values).
 std::string gpu_slots(int device, GpuSlots& slots) {
-  static std::atomic<int> sms_cache[kMaxDevices] = {}, clusters_cache[kMaxDevices] = {};
+  // [0]: SMs, [s]: clusters of s CTAs; [0] is stored last, so a nonzero [0] means a complete entry.
+  static std::atomic<int> cache[kMaxDevices][cuda::kMaxClusterCtas + 1] = {};
   const bool cached = device >= 0 && device < kMaxDevices;
-  if (cached && sms_cache[device].load(std::memory_order_relaxed) != 0) {
-    slots = GpuSlots{sms_cache[device].load(std::memory_order_relaxed),
-                     clusters_cache[device].load(std::memory_order_relaxed)};
+  if (cached && cache[device][0].load(std::memory_order_acquire) != 0) {
+    slots.sms = cache[device][0].load(std::memory_order_relaxed);
+    for (int s = 2; s <= cuda::kMaxClusterCtas; ++s) slots.clusters[s] = cache[device][s].load(std::memory_order_relaxed);
     return {};
   }
   if (const cudaError_t e = cudaDeviceGetAttribute(&slots.sms, cudaDevAttrMultiProcessorCount, device);
       e != cudaSuccess) {
     return cuda_error("cudaDeviceGetAttribute(MultiProcessorCount)", e);
   }
-  if (const cudaError_t e = max_clusters2(slots.clusters2); e != cudaSuccess) {
-    return cuda_error("cudaOccupancyMaxActiveClusters", e);
+  for (int s = 2; s <= cuda::kMaxClusterCtas; ++s) {
+    if (const cudaError_t e = max_clusters(s, slots.clusters[s]); e != cudaSuccess) {
+      return cuda_error("cudaOccupancyMaxActiveClusters", e);
+    }
   }
   if (cached) {
-    clusters_cache[device].store(slots.clusters2, std::memory_order_relaxed);
-    sms_cache[device].store(slots.sms, std::memory_order_relaxed);
+    for (int s = 2; s <= cuda::kMaxClusterCtas; ++s) cache[device][s].store(slots.clusters[s], std::memory_order_relaxed);
+    cache[device][0].store(slots.sms, std::memory_order_release);
   }
   return {};
 }

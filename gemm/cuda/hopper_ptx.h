@@ -81,6 +81,24 @@ __device__ __forceinline__ void tma_load_2d_multicast(void* dst, const CUtensorM
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;" ::: "memory");
 }
+// The two halves of cluster_sync, for work between them: the arrive releases this thread's earlier
+// writes (and reads) to the cluster, the wait acquires those of every thread that arrived.
+__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release;" ::: "memory"); }
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire;" ::: "memory"); }
+// The address of the same shared-memory offset in cluster CTA `cta_rank` (distributed shared memory).
+__device__ __forceinline__ uint32_t map_shared_to_cta(uint32_t addr, uint32_t cta_rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(cta_rank));
+  return remote;
+}
+__device__ __forceinline__ float4 ld_shared_cluster_v4(uint32_t addr) {
+  float4 v;
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(addr)
+               : "memory");
+  return v;
+}
 
 // 2-D tiled store of box (c0 = inner/N, c1 = rows) from smem; rows/columns past the tensor's bounds
 // are not written. Completion is tracked per issuing thread in bulk async-groups.

@@ -18,6 +18,12 @@
 //    so with ranges of equal length the flags are up long before a head looks.
 // So no SM idles through a partial wave (6144x576x7168 is 1.8 waves of 128x128 tiles), and decode shapes
 // with fewer tiles than SMs spread their long K over every SM (what split-K did, with exact balance).
+//
+// Cluster split-K (k_split > 1, whole tiles only): each tile runs on a thread-block cluster of k_split
+// CTAs, rank r taking the r-th of k_split contiguous shares of its K blocks. The ranks after 0 leave
+// their fp32 partials in their own shared memory and rank 0 adds them, in rank (K) order, through
+// distributed shared memory before it stores the tile: split-K without a workspace, flags or a memset,
+// synchronized by two cluster barriers. The schedule then counts clusters, as for A multicast.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +49,7 @@ struct TileSchedule {
   int32_t sk_tiles = 0;       // tiles of the stream-K region (0: none)
   int32_t sk_ctas = 0;        // CTAs [0, sk_ctas) share the region; <= sk_iters()
   int32_t sk_max_pieces = 0;  // the most tiles one range can touch
+  int32_t k_split = 1;        // CTAs of a cluster sharing each tile's K blocks (1: none; then sk_tiles = 0)
   GEMM_HOST_DEVICE constexpr int32_t sk_iters() const { return sk_tiles * kblocks; }
 };
 
@@ -118,6 +125,19 @@ GEMM_HOST_DEVICE inline bool work_unit(const TileSchedule& s, int32_t cta, int32
     // The head: the ranges after j up to the one holding the tile's last K block hold its later pieces.
     w.fix_begin = j + 1;
     w.fix_end = sk_range_owner(tile_iter0 + s.kblocks - 1, iters, s.sk_ctas) + 1;
+  }
+  return true;
+}
+
+// The unit as cluster rank `k_rank` runs it: its share of the unit's K blocks (all of them without a
+// split). Shares differ by at most one K block; the planner keeps them non-empty (k_split <= kblocks).
+GEMM_HOST_DEVICE inline bool cta_work_unit(const TileSchedule& s, int32_t cluster, int32_t clusters, int32_t k_rank,
+                                           int32_t idx, WorkUnit& w) {
+  if (!work_unit(s, cluster, clusters, idx, w)) return false;
+  if (s.k_split > 1) {
+    const int32_t span = w.kb_end - w.kb_begin;
+    w.kb_end = w.kb_begin + (k_rank + 1) * span / s.k_split;
+    w.kb_begin += k_rank * span / s.k_split;
   }
   return true;
 }

@@ -10,7 +10,8 @@ benchmarks/results/h200/. Builds are tune.py shims of different source trees:
 Per shape, every (build, plan, A-scale layout) variant is first checked against the fp32 reference (a
 wrong one is listed under "wrong" and not timed; variants of the same plan must also be bitwise equal,
 else they are listed under "bitwise"), then all are timed in turn for --rounds rounds, each the median of
-10 calls on a cold L2 (tune.timeit). A plan is CONFIG/STREAM_K, -1/0 being the planner's. A variant's
+10 calls on a cold L2 (tune.timeit). A plan is CONFIG/STREAM_K[/K_SPLIT], -1/0 being the planner's (a K split
+a shape or build does not allow is skipped). A variant's
 key names only what varies: "new", "4/1", "main 4/1 mmajor", ... One JSON line per shape; --cublas adds
 block-scaled torch._scaled_mm (its timed call includes a scale transpose).
 """
@@ -32,13 +33,14 @@ def main():
     ap.add_argument("out", help="JSON lines, one per shape")
     ap.add_argument("shapes", nargs="+", help="M,N,K")
     ap.add_argument("--lib", action="append", required=True, help="NAME=PATH of a tune_shim build")
-    ap.add_argument("--plans", default="-1/0", help="comma-separated CONFIG/STREAM_K (-1/0: the planner's)")
+    ap.add_argument("--plans", default="-1/0",
+                    help="comma-separated CONFIG/STREAM_K[/K_SPLIT] (-1/0: the planner's)")
     ap.add_argument("--a-scale", default="row", help="row (as quantizers make them), mmajor, or both: row,mmajor")
     ap.add_argument("--cublas", action="store_true")
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
     libs = {name: tune.Backend(path) for name, path in (x.split("=", 1) for x in args.lib)}
-    plans = [tuple(int(v) for v in p.split("/")) for p in args.plans.split(",")]
+    plans = [tuple(int(v) for v in (p + "/1").split("/")[:3]) for p in args.plans.split(",")]
     layouts = args.a_scale.split(",")
     with open(args.out, "w") as f:
         for spec in args.shapes:
@@ -48,20 +50,24 @@ def main():
             scales = {"row": a_s, "mmajor": a_s.t().contiguous().t()}
             out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
             timed, firsts, wrong, bitwise = {}, {}, [], []
-            for (name, be), (cfg, sk), layout in itertools.product(libs.items(), plans, layouts):
+            for (name, be), (cfg, sk, split), layout in itertools.product(libs.items(), plans, layouts):
                 if cfg >= 0 and sk and be.tiles(cfg, m, n)[0] % be.tiles(cfg, m, n)[1] == 0:
                     continue  # whole waves: the stream-K plan is the whole-tile plan
-                key = " ".join(part for part, varies in ((name, len(libs) > 1), (f"{cfg}/{sk}", len(plans) > 1),
+                plan = f"{cfg}/{sk}" + (f"/{split}" if split > 1 else "")
+                key = " ".join(part for part, varies in ((name, len(libs) > 1), (plan, len(plans) > 1),
                                                          (layout, len(layouts) > 1)) if varies) or name
-                run = (lambda be=be, cfg=cfg, sk=sk, s=scales[layout], o=None:
-                       be.gemm(a, b, s, b_s, out=o, config=cfg, stream_k=bool(sk)))
-                result = run()
+                run = (lambda be=be, cfg=cfg, sk=sk, split=split, s=scales[layout], o=None:
+                       be.gemm(a, b, s, b_s, out=o, config=cfg, stream_k=bool(sk), k_split=split))
+                try:
+                    result = run()
+                except RuntimeError:  # no such plan here (a K split the shape's K does not allow)
+                    continue
                 if not tune.close(result, ref)[0]:
                     wrong.append(key)
                     continue
-                if (cfg, sk) in firsts and not torch.equal(firsts[(cfg, sk)], result):
+                if (cfg, sk, split) in firsts and not torch.equal(firsts[(cfg, sk, split)], result):
                     bitwise.append(key)
-                firsts.setdefault((cfg, sk), result)
+                firsts.setdefault((cfg, sk, split), result)
                 timed[key] = lambda run=run: run(o=out)
             if args.cublas and k % tune.SCALE_BLOCK == 0:
                 timed["cublas"] = lambda: tune.cublas(a, b, a_s, b_s)

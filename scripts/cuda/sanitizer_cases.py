@@ -16,10 +16,11 @@ import torch  # noqa: E402
 import kernels  # noqa: E402
 from _helpers import assert_close_gemm, make_inputs, reference_gemm  # noqa: E402
 
-CASES = [  # (m, n, k, layout): ragged M/N/K, K % 16 != 0, stream-K, both BLOCK_M, M-major repack
+CASES = [  # (m, n, k, layout): ragged M/N/K, K % 16 != 0, stream-K, K split, both BLOCK_M, M-major repack
     (1, 8, 16, "contiguous"),
     (77, 520, 1000, "contiguous"),
     (64, 576, 7168, "contiguous"),
+    (30, 500, 5000, "contiguous"),
     (300, 2112, 1040, "contiguous"),
     (1030, 1600, 576, "contiguous"),
     (129, 200, 1152, "a_m_major"),

@@ -64,26 +64,37 @@ def _allocate(_context, nbytes):
 class Backend:
     def __init__(self, path: str):
         self.lib = ctypes.CDLL(path)
-        self.lib.tune_gemm.argtypes = [ctypes.POINTER(GemmArgs), ALLOC, ctypes.c_void_p, ctypes.c_void_p,
-                                       ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_int]  # config, stream_k
+        # Builds from before the cluster K split (A/B against older trees) take no k_split argument.
+        self.has_k_split = hasattr(self.lib, "tune_max_cluster_ctas")
+        self.lib.tune_gemm.argtypes = ([ctypes.POINTER(GemmArgs), ALLOC, ctypes.c_void_p, ctypes.c_void_p,
+                                        ctypes.c_int, ctypes.c_int]  # config, stream_k
+                                       + [ctypes.c_int] * self.has_k_split + [ctypes.c_char_p, ctypes.c_int])
         self.lib.tune_plan.argtypes = [ctypes.c_longlong] * 3 + [ctypes.POINTER(ctypes.c_int)]
         self.lib.tune_config.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
         self.lib.tune_slots.argtypes = [ctypes.POINTER(ctypes.c_int)]
-        o = (ctypes.c_int * 2)()
-        self.lib.tune_slots(o)
-        self.slots = {1: o[0], 2: o[1]}  # SMs, co-resident 2-CTA clusters
+        if self.has_k_split:
+            sizes = self.lib.tune_max_cluster_ctas()
+            o = (ctypes.c_int * (sizes + 1))()
+            self.lib.tune_slots(o)
+            self.slots = {s: o[s] for s in range(1, sizes + 1)}  # co-resident clusters of s CTAs (1: SMs)
+        else:
+            o = (ctypes.c_int * 2)()
+            self.lib.tune_slots(o)
+            self.slots = {1: o[0], 2: o[1]}
         self.configs = []  # (block_m, block_n, cluster_n)
+        self.max_k_split = []  # per config: the largest K split it runs (1: none)
         for i in range(self.lib.tune_num_configs()):
-            o = (ctypes.c_int * 3)()
+            o = (ctypes.c_int * 5)()
             self.lib.tune_config(i, o)
             self.configs.append((o[0], o[1], o[2]))
+            self.max_k_split.append(o[4] if self.has_k_split else 1)
 
     def tiles(self, cfg, m, n):
         """Schedule tiles of a config (cluster tiles: BLOCK_M x cluster_n * BLOCK_N) and its slots."""
         bm, bn, cn = self.configs[cfg]
         return -(-m // bm) * -(-n // (bn * cn)), self.slots[cn]
 
-    def gemm(self, a, b, a_s, b_s, out=None, out_dtype=torch.bfloat16, config=-1, stream_k=False):
+    def gemm(self, a, b, a_s, b_s, out=None, out_dtype=torch.bfloat16, config=-1, stream_k=False, k_split=1):
         m, k = a.shape
         n = b.shape[0]
         c = out if out is not None else torch.empty(m, n, dtype=out_dtype, device="cuda")
@@ -93,14 +104,17 @@ class Backend:
         err = ctypes.create_string_buffer(512)
         stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
         try:
-            if self.lib.tune_gemm(ctypes.byref(args), _allocate, None, stream, config, int(stream_k), err, 512):
+            plan = (config, int(stream_k)) + ((k_split,) if self.has_k_split else ())
+            if k_split > 1 and not self.has_k_split:
+                raise RuntimeError("this build has no K split")
+            if self.lib.tune_gemm(ctypes.byref(args), _allocate, None, stream, *plan, err, 512):
                 raise RuntimeError(err.value.decode())
         finally:
             _workspace.clear()
         return c
 
     def plan(self, m, n, k):
-        o = (ctypes.c_int * 6)()
+        o = (ctypes.c_int * 7)()
         self.lib.tune_plan(m, n, k, o)
         return tuple(o)
 
@@ -216,6 +230,21 @@ def check(be: Backend) -> list[str]:
     first = be.gemm(*x, config=0, stream_k=True)
     report("stream-K bitwise repeatable x20", all(torch.equal(first, be.gemm(*x, config=0, stream_k=True))
                                                   for _ in range(20)), 0.0)
+    # K split over clusters on every one-CTA config: ragged M, N and K, one wave and several (tiles beyond
+    # the co-resident clusters: a CTA runs several units, its ring reused between them), every split.
+    for cfg, (bm, bn, cn) in enumerate(be.configs):
+        for split in (v for v in (2, 3, 4, 8) if v <= be.max_k_split[cfg]):
+            for m, n, k in [(77, 520, 5000), (200, 300, 4100), (bm * 7, bn * 19 + 8, 4224)]:
+                x = make(m, n, k)
+                report(f"config {be.configs[cfg]} k_split {split} {m}x{n}x{k}",
+                       *close(be.gemm(*x, config=cfg, k_split=split), reference(*x)))
+    for dt in (torch.float16, torch.float32):
+        x = make(100, 1000, 4096)
+        report(f"config {be.configs[0]} k_split 4 out {dt}",
+               *close(be.gemm(*x, out_dtype=dt, config=0, k_split=4), reference(*x)))
+    first = be.gemm(*x, config=0, k_split=8)
+    report("k-split bitwise repeatable x20", all(torch.equal(first, be.gemm(*x, config=0, k_split=8))
+                                                 for _ in range(20)), 0.0)
     return fails
 
 

@@ -1,5 +1,6 @@
 // C entry points over the CUDA backend for scripts/cuda/tune.py: run gemm_launch, or one forced
-// (tile config, whole tiles or stream-K) plan, with a workspace callback supplied from Python.
+// (tile config, whole tiles, stream-K or a K split over k_split-CTA clusters) plan, with a workspace
+// callback supplied from Python.
 #include <cuda_runtime.h>
 
 #include <cstring>
@@ -7,7 +8,7 @@
 #include "../../gemm/cuda/gemm_cuda.h"
 
 extern "C" int tune_gemm(const gemm::GemmArgs* args, void* (*allocate)(void*, size_t), void* context,
-                         void* stream, int config, int stream_k, char* error, int error_len) {
+                         void* stream, int config, int stream_k, int k_split, char* error, int error_len) {
   const gemm::Workspace workspace{allocate, context};
   std::string e;
   if (config < 0) {
@@ -18,7 +19,9 @@ extern "C" int tune_gemm(const gemm::GemmArgs* args, void* (*allocate)(void*, si
     gemm::cuda::GpuSlots slots;
     e = gemm::cuda::gpu_slots(device, slots);
     const int out_bytes = args->c_format == gemm::OutFormat::kFP32 ? 4 : 2;
-    const auto plan = gemm::cuda::make_plan(config, stream_k != 0, args->m, args->n, args->k, slots, out_bytes);
+    const auto plan =
+        gemm::cuda::make_plan(config, stream_k != 0, k_split, args->m, args->n, args->k, slots, out_bytes);
+    if (e.empty() && !plan.fits) e = "tune_gemm: no such plan for this shape and device";
     if (e.empty()) e = gemm::cuda::launch_with_plan(*args, workspace, stream, plan);
   }
   std::strncpy(error, e.c_str(), error_len - 1);
@@ -26,7 +29,8 @@ extern "C" int tune_gemm(const gemm::GemmArgs* args, void* (*allocate)(void*, si
   return e.empty() ? 0 : 1;
 }
 
-// out = {config, block_m, block_n, stream_k, grid (CTAs), cluster_n} of the heuristic's plan on this device.
+// out = {config, block_m, block_n, stream_k, grid (CTAs), cluster_n, k_split} of the heuristic's plan on
+// this device.
 extern "C" void tune_plan(long long m, long long n, long long k, int* out) {
   int device = 0;
   cudaGetDevice(&device);
@@ -39,21 +43,27 @@ extern "C" void tune_plan(long long m, long long n, long long k, int* out) {
   out[3] = p.stream_k() ? 1 : 0;
   out[4] = p.ctas();
   out[5] = p.cluster_n();
+  out[6] = p.sched.k_split;
 }
 
 extern "C" int tune_num_configs() { return gemm::cuda::kNumTileConfigs; }
+// out = {block_m, block_n, cluster_n, slabs, largest K split (1: none)} of config i.
 extern "C" void tune_config(int i, int* out) {
-  out[0] = gemm::cuda::kTileConfigs[i].block_m;
-  out[1] = gemm::cuda::kTileConfigs[i].block_n;
-  out[2] = gemm::cuda::kTileConfigs[i].cluster_n;
+  const auto& c = gemm::cuda::kTileConfigs[i];
+  out[0] = c.block_m;
+  out[1] = c.block_n;
+  out[2] = c.cluster_n;
+  out[3] = c.slabs;
+  out[4] = gemm::cuda::k_split_ok(c, gemm::cuda::kMaxKSplit, int64_t{1} << 40) ? gemm::cuda::kMaxKSplit : 1;
 }
 
-// out = {SMs, co-resident 2-CTA clusters} of the current device.
+extern "C" int tune_max_cluster_ctas() { return gemm::cuda::kMaxClusterCtas; }
+// out[s] = co-resident clusters of s CTAs on the current device (out[1]: SMs), s <= tune_max_cluster_ctas().
 extern "C" void tune_slots(int* out) {
   int device = 0;
   cudaGetDevice(&device);
   gemm::cuda::GpuSlots slots;
   gemm::cuda::gpu_slots(device, slots);
-  out[0] = slots.sms;
-  out[1] = slots.clusters2;
+  out[1] = slots.sms;
+  for (int s = 2; s <= gemm::cuda::kMaxClusterCtas; ++s) out[s] = slots.clusters[s];
 }

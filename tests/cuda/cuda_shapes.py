@@ -1,15 +1,16 @@
 """Test shapes for the CUDA sm_90a backend.
 
 CONFIG_SHAPES must make gemm/cuda/gemm_heuristics.h pick every row of kTileConfigs at least once
-(test_cuda_heuristics.py checks that on the CPU, no GPU needed), and stream-K plans with and without
-whole waves, so the GPU tests run every kernel instantiation and schedule the package ships. Values are (m, n, k) for an H200 (132 SMs).
+(test_cuda_heuristics.py checks that on the CPU, no GPU needed), stream-K plans with and without
+whole waves, and K splits over clusters, so the GPU tests run every kernel instantiation and schedule
+the package ships. Values are (m, n, k) for an H200 (132 SMs).
 """
 
 H200_SMS = 132
 
 CONFIG_SHAPES = [
-    (64, 2112, 7168),
-    (64, 576, 7168),
+    (64, 2112, 7168),  # K split over 2-CTA clusters
+    (64, 576, 7168),  # K split over 4-CTA clusters
     (64, 24576, 1536),
     (64, 32768, 512),
     (128, 2112, 7168),

@@ -3,10 +3,11 @@
 // on stdin; argument 1: SM count (2-CTA cluster slots: half of it).
 //   plan_probe SMS         prints the chosen plan per shape:
 //                          "m n k config block_m block_n stream_k grid dp_tiles sk_tiles sk_ctas cluster_n
-//                          a_scale_gather" (grid in clusters, tiles in cluster tiles of BLOCK_M x
+//                          a_scale_gather k_split" (grid in clusters, tiles in cluster tiles of BLOCK_M x
 //                          cluster_n * BLOCK_N; a_scale_gather: a 128+-row tile gathers row-major A scales)
-//   plan_probe SMS --walk  for every config, whole-tile and stream-K plans, walks every CTA's work units
-//                          as the kernel does and checks the stream-K hand-off: each (tile, K block)
+//   plan_probe SMS --walk  for every config, whole-tile, stream-K and K-split plans, walks every CTA's work
+//                          units as the kernel does (every rank of a K split) and checks the shares and
+//                          the stream-K hand-off: each (tile, K block)
 //                          covered exactly once, whole tiles complete, one head per region tile that
 //                          stores it, later pieces in distinct slots inside the workspace, each opening
 //                          its CTA's range, and each head's slot list = its tile's later pieces in K
@@ -57,10 +58,11 @@ void walk(const Plan& p, long long m, long long n, long long k) {
     if (slot >= 0) fail("tile_coord not a bijection", m, n, k, p.config, sk, t, slot);
     slot = t;
   }
-  for (int cta = 0; cta < p.grid; ++cta) {
+  for (int cta = 0; cta < p.grid * s.k_split; ++cta) {
     WorkUnit w;
-    const int dp_units = s.dp_tiles > cta ? (s.dp_tiles - cta + p.grid - 1) / p.grid : 0;
-    for (int unit = 0; work_unit(s, cta, p.grid, unit, w); ++unit) {
+    const int cluster = cta / s.k_split, k_rank = cta % s.k_split;
+    const int dp_units = s.dp_tiles > cluster ? (s.dp_tiles - cluster + p.grid - 1) / p.grid : 0;
+    for (int unit = 0; cta_work_unit(s, cluster, p.grid, k_rank, unit, w); ++unit) {
       if (w.m_blk < 0 || w.m_blk >= s.m_blocks || w.n_blk < 0 || w.n_blk >= s.n_blocks || w.kb_begin < 0 ||
           w.kb_end > s.kblocks || w.kb_begin >= w.kb_end) {
         fail("unit out of range", m, n, k, p.config, sk, cta, unit);
@@ -69,7 +71,8 @@ void walk(const Plan& p, long long m, long long n, long long k) {
       const long long t = tile_of[static_cast<size_t>(w.m_blk) * s.n_blocks + w.n_blk];
       for (int kb = w.kb_begin; kb < w.kb_end; ++kb) ++covered[static_cast<size_t>(t) * s.kblocks + kb];
       if (t < s.dp_tiles) {
-        if (w.slot >= 0 || w.kb_begin != 0 || w.kb_end != s.kblocks || w.fix_begin != w.fix_end) {
+        const int share_begin = k_rank * s.kblocks / s.k_split, share_end = (k_rank + 1) * s.kblocks / s.k_split;
+        if (w.slot >= 0 || w.kb_begin != share_begin || w.kb_end != share_end || w.fix_begin != w.fix_end) {
           fail("whole-tile unit", m, n, k, p.config, sk, t, cta);
         }
       } else if (w.slot >= 0) {
@@ -123,7 +126,9 @@ void walk(const Plan& p, long long m, long long n, long long k) {
 
 int main(int argc, char** argv) {
   const int num_sms = argc > 1 ? std::atoi(argv[1]) : 132;
-  const GpuSlots gpu{num_sms, num_sms / 2};
+  GpuSlots gpu;
+  gpu.sms = num_sms;
+  for (int size = 2; size <= kMaxClusterCtas; ++size) gpu.clusters[size] = num_sms / size;
   const bool walk_mode = argc > 2 && std::strcmp(argv[2], "--walk") == 0;
   long long m, n, k;
   int walked = 0;
@@ -132,7 +137,14 @@ int main(int argc, char** argv) {
     if (walk_mode) {
       for (int cfg = 0; cfg < kNumTileConfigs; ++cfg) {
         for (const bool sk : {false, true}) {
-          walk(make_plan(cfg, sk, m, n, k, gpu, 2), m, n, k);
+          walk(make_plan(cfg, sk, 1, m, n, k, gpu, 2), m, n, k);
+          ++walked;
+        }
+        for (int split = 2; split <= kMaxKSplit; ++split) {
+          const Plan p = make_plan(cfg, false, split, m, n, k, gpu, 2);
+          if (!p.fits) continue;
+          if (p.sched.k_split != split || p.stream_k()) fail("K-split plan", m, n, k, cfg, false, split, 0);
+          walk(p, m, n, k);
           ++walked;
         }
       }
@@ -140,9 +152,9 @@ int main(int argc, char** argv) {
     }
     const Plan p = choose_plan(m, n, k, gpu, 2);
     const TileConfig& c = kTileConfigs[p.config];
-    std::printf("%lld %lld %lld %d %d %d %d %d %d %d %d %d %d\n", m, n, k, p.config, c.block_m, c.block_n,
+    std::printf("%lld %lld %lld %d %d %d %d %d %d %d %d %d %d %d\n", m, n, k, p.config, c.block_m, c.block_n,
                 p.stream_k() ? 1 : 0, p.grid, p.sched.dp_tiles, p.sched.sk_tiles, p.sched.sk_ctas, c.cluster_n,
-                scales_by_tma(c) && gather_a_scales(p) ? 1 : 0);
+                scales_by_tma(c) && gather_a_scales(p) ? 1 : 0, p.sched.k_split);
   }
   if (walk_mode) std::printf("walked %d plans, %d failures\n", walked, failures);
   return failures == 0 ? 0 : 1;

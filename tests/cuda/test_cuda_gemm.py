@@ -149,8 +149,8 @@ def test_64bit_offsets_mk(kernel):
     _check_rows(out_t, a, b, a_s, b_s, slice(m - 300, m))
 
 
-def test_nan_confined_to_its_row(kernel):
-    m, n, k = 128, 576, 1024
+@pytest.mark.parametrize("m,n,k", [(128, 576, 1024), (64, 576, 7168)])  # the second: a K split
+def test_nan_confined_to_its_row(kernel, m, n, k):
     a, b, a_s, b_s = make_inputs(m, n, k, "cuda", FP8)
     bad_row = 37
     a.view(torch.uint8)[bad_row, 5] = 0x7F  # e4m3fn NaN

@@ -3,9 +3,9 @@ tile_scheduler.h, plain C++).
 
 Compiles tests/cuda/plan_probe.cpp with the host compiler and asks it for the plan of every shape
 in cuda_shapes.CONFIG_SHAPES: together they must reach every tile configuration the package
-instantiates, with whole tiles and with a stream-K region, so that the GPU tests exercise every
-kernel that ships. The probe also walks every CTA's work units of whole-tile and stream-K plans and
-checks the stream-K hand-off between them.
+instantiates, with whole tiles, with a stream-K region and with a K split over a cluster, so that the
+GPU tests exercise every kernel and schedule that ships. The probe also walks every CTA's work units of
+whole-tile, stream-K and K-split plans and checks the K shares and the stream-K hand-off.
 """
 
 from __future__ import annotations
@@ -50,13 +50,15 @@ def test_config_shapes_cover_every_tile_config(probe):
     stream_k = [r for r in rows if r[6]]
     assert any(r[8] == 0 for r in stream_k), "no shape in CONFIG_SHAPES selects a stream-K-only plan (decode)"
     assert any(r[8] > 0 for r in stream_k), "no shape in CONFIG_SHAPES selects whole waves plus a stream-K region"
+    assert any(r[13] > 1 for r in rows), "no shape in CONFIG_SHAPES selects a K split over a cluster"
 
 
 def test_plans_are_valid(probe):
     _, rows = plans(probe, CONFIG_SHAPES + RAGGED_SHAPES + [(16384, 16384, 128), (1, 32768, 16384)])
-    for m, n, k, cfg, bm, bn, stream_k, grid, dp_tiles, sk_tiles, sk_ctas, cn, _ in rows:
+    for m, n, k, cfg, bm, bn, stream_k, grid, dp_tiles, sk_tiles, sk_ctas, cn, _, k_split in rows:
         assert bn % 8 == 0 and bm % 64 == 0 and bn <= 256 and cn in (1, 2), (m, n, k, bm, bn, cn)
-        assert 1 <= grid * cn <= H200_SMS, (m, n, k, grid, cn)
+        assert 1 <= grid * cn * k_split <= H200_SMS, (m, n, k, grid, cn, k_split)
+        assert k_split == 1 or (cn == 1 and not stream_k and -(-k // 128) >= 4 * k_split), (m, n, k, k_split)
         assert dp_tiles + sk_tiles == -(-m // bm) * -(-n // (bn * cn)), (m, n, k, dp_tiles, sk_tiles)
         if stream_k:
             assert dp_tiles % grid == 0 and 1 <= sk_ctas <= grid and 0 < sk_tiles < H200_SMS, (m, n, k, grid)
