@@ -29,7 +29,7 @@ nvcc -std=c++17 -O3 -shared -Xcompiler -fPIC -gencode=arch=compute_90a,code=sm_9
   -o /tmp/libtune.so scripts/cuda/tune_shim.cu gemm/cuda/gemm_launcher.cu >"$LOG/nvcc.log" 2>&1 &
 python3 scripts/build.py -j "$(nproc)" >"$LOG/build.log" 2>&1 &
 wait
-step check 90 python3 scripts/cuda/tune.py /tmp/libtune.so --check
+step check 150 python3 scripts/cuda/tune.py /tmp/libtune.so --check
 step gpu_tests 240 python3 -m pytest -q -m "not slow" -p no:cacheprovider tests/cuda tests/test_gemm.py \
   tests/test_quant.py tests/test_compile.py tests/test_reference.py
 step error_tests 60 python3 -m pytest -q -p no:cacheprovider tests/test_errors.py
