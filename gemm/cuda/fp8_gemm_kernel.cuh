@@ -5,8 +5,8 @@
 //    so that CTAs running at the same time share A and B tiles in L2), then stream-K pieces of the
 //    partial last wave: later pieces hand their fp32 partial sums to the tile's head through a
 //    workspace slot and a flag, and the head adds them before its epilogue;
-//  - a plan may instead split every tile's K blocks over a cluster of k_split CTAs (runtime; one-CTA
-//    configs): the ranks after 0 leave their fp32 partials in their own idle stage ring, and rank 0
+//  - with kSplitK, a plan may instead split every tile's K blocks over a cluster of k_split CTAs (a
+//    runtime value; configs where splits_k()): the ranks after 0 leave their fp32 partials in their own idle stage ring, and rank 0
 //    adds them through distributed shared memory, in rank (K) order, before its epilogue;
 //  - with kClusterN = 2, two CTAs of a thread-block cluster run tiles of the same M block side by side
 //    along N; each loads half of the shared A tile and multicasts it into both CTAs' stages, so a CTA
@@ -341,7 +341,7 @@ __device__ __forceinline__ void promote(float (&acc)[kAcc], const float (&tmp)[k
   }
 }
 
-template <int kBlockM, int kBlockN, int kClusterN, int kSlabs>
+template <int kBlockM, int kBlockN, int kClusterN, int kSlabs, bool kSplitK>
 __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClusterN, kSlabs}), 1)
     fp8_gemm_kernel(const __grid_constant__ CUtensorMap tmap_a,
                     const __grid_constant__ CUtensorMap tmap_b,
@@ -349,6 +349,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
                     const __grid_constant__ CUtensorMap tmap_out, const KernelParams p) {
   constexpr TileConfig kCfg{kBlockM, kBlockN, kClusterN, kSlabs};
   static_assert(registers_fit(kCfg), "accumulators do not fit the math warpgroups' register budget");
+  static_assert(!kSplitK || splits_k(kCfg), "K split on a config without one");
   constexpr int kStages = num_stages(kCfg);
   constexpr int kMathWG = num_math_warpgroups(kCfg);
   constexpr int kWgRows = kSlabs * hopper::kWgmmaM;  // a math warpgroup's rows of the tile: its slabs
@@ -403,8 +404,8 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
   const int lane = tid % hopper::kWarpSize;
   // A 1-D grid of clusters of consecutive CTAs: the schedule walks clusters. In an A-multicast cluster
   // CTA rank r takes N block (cluster tile's N block) * kClusterN + r; in a K split, the r-th share of
-  // the tile's K blocks (k_split_ok: only one-CTA, one-slab configs split K).
-  const int k_split = kClusterN > 1 || kSlabs > 1 ? 1 : p.sched.k_split;
+  // the tile's K blocks.
+  const int k_split = kSplitK ? p.sched.k_split : 1;
   const int cluster_ctas = kClusterN * k_split;
   const int cta_rank = static_cast<int>(blockIdx.x % kClusterN);
   const int k_rank = static_cast<int>(blockIdx.x % k_split);
@@ -455,7 +456,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
       const uint32_t stage_tx_bytes =
           kABytes + kBBytes + (tma_a_scales ? kAScaleFloats * static_cast<int>(sizeof(float)) : 0);
       RingPos<kStages> pos;
-      for (int unit = 0; cta_work_unit(p.sched, sched_cta, sched_grid, k_rank, unit, w); ++unit) {
+      for (int unit = 0; cta_work_unit(p.sched, sched_cta, sched_grid, k_rank, k_split, unit, w); ++unit) {
         const int32_t a_row = static_cast<int32_t>(w.m_blk * kBlockM);
         const int32_t b_row = static_cast<int32_t>((w.n_blk * kClusterN + cta_rank) * kBlockN);
         for (int kb = w.kb_begin; kb < w.kb_end; ++kb, pos.advance()) {
@@ -482,7 +483,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
     } else if (warp == kScaleWarp) {
       const int64_t num_scale_n = (p.n + kScaleBlockN - 1) / kScaleBlockN;
       RingPos<kStages> pos;
-      for (int unit = 0; cta_work_unit(p.sched, sched_cta, sched_grid, k_rank, unit, w); ++unit) {
+      for (int unit = 0; cta_work_unit(p.sched, sched_cta, sched_grid, k_rank, k_split, unit, w); ++unit) {
         const int64_t nb = (w.n_blk * kClusterN + cta_rank) * kBlockN / kScaleBlockN + lane;
         const bool b_lane = lane < kMaxScaleBlocks;
         const bool b_ok = b_lane && nb < num_scale_n;
@@ -514,7 +515,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
         split_barriers();
       }
     } else {
-      for (int unit = 0; k_split > 1 && cta_work_unit(p.sched, sched_cta, sched_grid, k_rank, unit, w); ++unit) {
+      for (int unit = 0; k_split > 1 && cta_work_unit(p.sched, sched_cta, sched_grid, k_rank, k_split, unit, w); ++unit) {
         split_barriers();
       }
     }
@@ -544,7 +545,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
     constexpr uint64_t kADescStageStep = static_cast<uint64_t>(kABytes) >> hopper::kDescAddrShift;
     constexpr uint64_t kBDescStageStep = static_cast<uint64_t>(kBBytes) >> hopper::kDescAddrShift;
     WorkUnit w;
-    for (int unit = 0; cta_work_unit(p.sched, sched_cta, sched_grid, k_rank, unit, w); ++unit) {
+    for (int unit = 0; cta_work_unit(p.sched, sched_cta, sched_grid, k_rank, k_split, unit, w); ++unit) {
       const int64_t slab_row0 = w.m_blk * kBlockM + warpgroup * kWgRows;  // this warpgroup's first slab
       // The tile's B scale blocks: nb0, and from tile-local column `boundary` on (kBlockN: none) the next
       // ones (past N the scale warp zero-fills their scales).

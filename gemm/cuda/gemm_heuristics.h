@@ -292,11 +292,18 @@ struct Plan {
 
 GEMM_HOST_DEVICE constexpr int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Whether a config can split K over a cluster of k_split CTAs at this K (k_split 1: always). Not
-// A-multicast configs (one cluster dimension), nor two-slab ones (the reduction spilled registers).
+// Configs with a K-splitting kernel: the 64-row one-CTA tiles, the only ones the calibration found
+// splits paying for. Each has a second instantiation for split plans (fp8_gemm_kernel's kSplitK): with
+// the cluster barriers and DSMEM reads compiled in, the whole-tile plans of the same configs ran 2-8 %
+// slower (H200, h200/ab_ksplit.jsonl: 128x7168x2048 10.98 -> 11.86 us), as a cluster launch attribute
+// had made them (see launch_config).
+GEMM_HOST_DEVICE constexpr bool splits_k(const TileConfig& c) {
+  return c.block_m == hopper::kWgmmaM && c.cluster_n == 1 && c.slabs == 1;
+}
+// Whether a config can split K over a cluster of k_split CTAs at this K (k_split 1: always).
 inline bool k_split_ok(const TileConfig& c, int k_split, int64_t k) {
-  return k_split == 1 || (c.cluster_n == 1 && c.slabs == 1 && k_split <= kMaxKSplit &&
-                          cdiv(k, kBlockK) >= int64_t{kMinSplitKBlocks} * k_split);
+  return k_split == 1 ||
+         (splits_k(c) && k_split <= kMaxKSplit && cdiv(k, kBlockK) >= int64_t{kMinSplitKBlocks} * k_split);
 }
 
 // The plan of one tile config: whole tiles only, or (`stream_k`) full waves of whole tiles and the

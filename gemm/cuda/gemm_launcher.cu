@@ -224,7 +224,13 @@ template <int I>
 cudaError_t launch_config(const TensorMaps& maps, const KernelParams& p, int grid, int cluster_ctas,
                           cudaStream_t stream, int* max_clusters) {
   constexpr TileConfig c = kTileConfigs[I];
-  auto* kernel = &cuda::fp8_gemm_kernel<c.block_m, c.block_n, c.cluster_n, c.slabs>;
+  // K-split plans (and the occupancy of split clusters) take the config's K-splitting instantiation.
+  const bool split = cluster_ctas > c.cluster_n;
+  auto* kernel = &cuda::fp8_gemm_kernel<c.block_m, c.block_n, c.cluster_n, c.slabs, false>;
+  if constexpr (cuda::splits_k(c)) {
+    if (split) kernel = &cuda::fp8_gemm_kernel<c.block_m, c.block_n, c.cluster_n, c.slabs, true>;
+  }
+  if (split && !cuda::splits_k(c)) return cudaErrorInvalidConfiguration;
   constexpr int smem = cuda::smem_bytes(c);
   // Set on every launch: cheap, and free of first-call races across threads and devices.
   const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
@@ -267,7 +273,7 @@ cudaError_t max_clusters(int size, int& clusters) {
   bool any = false;
   for (int i = 0; i < cuda::kNumTileConfigs; ++i) {
     const int cluster_n = kTileConfigs[i].cluster_n;
-    if (cluster_n != size && !(cluster_n == 1 && kTileConfigs[i].slabs == 1 && size <= cuda::kMaxKSplit)) continue;
+    if (cluster_n != size && !(cuda::splits_k(kTileConfigs[i]) && size <= cuda::kMaxKSplit)) continue;
     int c = 0;
     if (const cudaError_t e = kLaunchers[i](TensorMaps{}, KernelParams{}, size, size, nullptr, &c); e != cudaSuccess) {
       return e;

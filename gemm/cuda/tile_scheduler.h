@@ -129,15 +129,16 @@ GEMM_HOST_DEVICE inline bool work_unit(const TileSchedule& s, int32_t cta, int32
   return true;
 }
 
-// The unit as cluster rank `k_rank` runs it: its share of the unit's K blocks (all of them without a
-// split). Shares differ by at most one K block; the planner keeps them non-empty (k_split <= kblocks).
+// The unit as rank `k_rank` of a K split over `k_split` (= s.k_split; a compile-time 1 in kernels
+// without splits) CTAs runs it: its share of the unit's K blocks. Shares differ by at most one K block;
+// the planner keeps them non-empty (k_split <= kblocks).
 GEMM_HOST_DEVICE inline bool cta_work_unit(const TileSchedule& s, int32_t cluster, int32_t clusters, int32_t k_rank,
-                                           int32_t idx, WorkUnit& w) {
+                                           int32_t k_split, int32_t idx, WorkUnit& w) {
   if (!work_unit(s, cluster, clusters, idx, w)) return false;
-  if (s.k_split > 1) {
+  if (k_split > 1) {
     const int32_t span = w.kb_end - w.kb_begin;
-    w.kb_end = w.kb_begin + (k_rank + 1) * span / s.k_split;
-    w.kb_begin += k_rank * span / s.k_split;
+    w.kb_end = w.kb_begin + (k_rank + 1) * span / k_split;
+    w.kb_begin += k_rank * span / k_split;
   }
   return true;
 }
