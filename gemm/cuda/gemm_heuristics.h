@@ -392,13 +392,15 @@ inline bool gather_a_scales(const Plan& p) {
   return kb_per_cta <= kMaxKBlocksForGatheredAScales;
 }
 
-// Whether the planner considers a K-split plan (the kernel runs any): one wave of clusters (a split's
-// producer idles from a unit's last load to the end of its reduction, so a next unit would start from
-// an empty ring), on few enough tiles and SMs (see kKSplitSmsPerTile).
-inline bool k_split_planned(const Plan& p, int64_t m, int64_t n, const GpuSlots& gpu) {
-  const int64_t tiles = static_cast<int64_t>(p.sched.m_blocks) * p.sched.n_blocks;
-  const int64_t small_tiles = cdiv(m, hopper::kWgmmaM) * cdiv(n, hopper::kWgmmaM);  // 64x64 tiles of output
-  return tiles <= p.grid && small_tiles * kKSplitSmsPerTile <= gpu.sms &&
+// Whether the planner considers K splits of a problem (the kernel runs any): few enough 64x64 tiles of
+// output (see kKSplitSmsPerTile); and of a split plan: one wave of clusters (a split's producer idles
+// from a unit's last load to the end of its reduction, so a next unit would start from an empty ring)
+// on few enough SMs.
+inline bool k_splits_planned(int64_t m, int64_t n, const GpuSlots& gpu) {
+  return cdiv(m, hopper::kWgmmaM) * cdiv(n, hopper::kWgmmaM) * kKSplitSmsPerTile <= gpu.sms;
+}
+inline bool k_split_planned(const Plan& p, const GpuSlots& gpu) {
+  return static_cast<int64_t>(p.sched.m_blocks) * p.sched.n_blocks <= p.grid &&
          static_cast<double>(p.ctas()) <= kKSplitMaxSmFraction * gpu.sms;
 }
 
@@ -414,13 +416,14 @@ inline Plan choose_plan(int64_t m, int64_t n, int64_t k, const GpuSlots& gpu, in
       have = true;
     }
   };
+  const bool splits = k_splits_planned(m, n, gpu);
   for (int cfg = 0; cfg < kNumTileConfigs; ++cfg) {
     consider(make_plan(cfg, false, 1, m, n, k, gpu, out_bytes));
     const Plan sk = make_plan(cfg, true, 1, m, n, k, gpu, out_bytes);
     if (sk.stream_k()) consider(sk);  // whole waves: the same as the whole-tile plan
-    for (int split = 2; split <= kMaxKSplit; ++split) {
+    for (int split = 2; splits && splits_k(kTileConfigs[cfg]) && split <= kMaxKSplit; ++split) {
       const Plan p = make_plan(cfg, false, split, m, n, k, gpu, out_bytes);
-      if (p.fits && k_split_planned(p, m, n, gpu)) consider(p);
+      if (p.fits && k_split_planned(p, gpu)) consider(p);
     }
   }
   return best;
