@@ -293,10 +293,11 @@ struct Plan {
 GEMM_HOST_DEVICE constexpr int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Configs with a K-splitting kernel: the 64-row one-CTA tiles, the only ones the calibration found
-// splits paying for. Each has a second instantiation for split plans (fp8_gemm_kernel's kSplitK): with
-// the cluster barriers and DSMEM reads compiled in, the whole-tile plans of the same configs ran 2-8 %
-// slower (H200, h200/ab_ksplit.jsonl: 128x7168x2048 10.98 -> 11.86 us), as a cluster launch attribute
-// had made them (see launch_config).
+// splits paying for. Each has a second instantiation for split plans (fp8_gemm_kernel's kSplitK), so
+// that whole-tile and stream-K plans run the kernels they ran before (the same instructions) rather than
+// ones carrying the cluster barriers and DSMEM reads. (With those compiled in, whole-tile decode plans
+// measured 2-8 % slower in h200/ab_ksplit.jsonl, but the A/B of the separate instantiations,
+// ab_ksplit_gated.jsonl, showed up to 5 % between the same instructions: not a measured cost.)
 GEMM_HOST_DEVICE constexpr bool splits_k(const TileConfig& c) {
   return c.block_m == hopper::kWgmmaM && c.cluster_n == 1 && c.slabs == 1;
 }
