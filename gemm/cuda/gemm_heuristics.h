@@ -296,8 +296,8 @@ GEMM_HOST_DEVICE constexpr int64_t cdiv(int64_t a, int64_t b) { return (a + b - 
 // splits paying for. Each has a second instantiation for split plans (fp8_gemm_kernel's kSplitK), so
 // that whole-tile and stream-K plans run the kernels they ran before (the same instructions) rather than
 // ones carrying the cluster barriers and DSMEM reads. (With those compiled in, whole-tile decode plans
-// measured 2-8 % slower in h200/ab_ksplit.jsonl, but the A/B of the separate instantiations,
-// ab_ksplit_gated.jsonl, showed up to 5 % between the same instructions: not a measured cost.)
+// measured 2-8 % slower in h200/ab_ksplit.jsonl, but that harness then showed up to 5 % between the same
+// instructions too (ab_ksplit_gated.jsonl): not a measured cost.)
 GEMM_HOST_DEVICE constexpr bool splits_k(const TileConfig& c) {
   return c.block_m == hopper::kWgmmaM && c.cluster_n == 1 && c.slabs == 1;
 }
