@@ -209,24 +209,22 @@ __device__ __forceinline__ void store_partial(const float (&acc)[kAcc], float* s
   }
 }
 
-// acc += the partials of a head's `count` later pieces, whose slots start at `slab0`, kSlotFloats apart
-// (written by store_partial on other SMs: read from L2, never from this SM's L1). They are added in K
-// order, so the sum is deterministic. The loads of kBatch pieces are issued before their adds: one L2
-// round trip per batch, not per piece. A batch past `count` re-reads the last piece instead of skipping
-// the load: buffers defined on every path keep ptxas from spilling (predicated loads spilled up to
-// 2.5 KB a thread). Unrolled over kMaxLaterPieces with predicates (see the call site).
-template <int kBatch, int64_t kSlotFloats, int kAcc>
-__device__ __forceinline__ void add_partials(float (&acc)[kAcc], const float* slab0, int count, int tid) {
+// acc += `count` partials (at most kMaxPieces), each kAcc / 4 float4s that load(piece, i) reads, added
+// in piece order: deterministic. The loads of kBatch pieces are issued before their adds: one round trip
+// per batch, not per piece. A batch past `count` re-reads the last piece instead of skipping the load:
+// buffers defined on every path keep ptxas from spilling (predicated loads spilled up to 2.5 KB a
+// thread). Unrolled over kMaxPieces with predicates (see the call sites).
+template <int kBatch, int kMaxPieces, int kAcc, typename Load>
+__device__ __forceinline__ void add_pieces(float (&acc)[kAcc], int count, Load load) {
 #pragma unroll
-  for (int b = 0; b < kMaxLaterPieces; b += kBatch) {
+  for (int b = 0; b < kMaxPieces; b += kBatch) {
     if (b < count) {
       float4 v[kBatch][kAcc / 4];
 #pragma unroll
       for (int j = 0; j < kBatch; ++j) {
         const int piece = b + j < count ? b + j : count - 1;
-        const float4* src = reinterpret_cast<const float4*>(slab0 + piece * kSlotFloats) + tid;
 #pragma unroll
-        for (int i = 0; i < kAcc / 4; ++i) v[j][i] = __ldcg(src + i * hopper::kWarpgroupThreads);
+        for (int i = 0; i < kAcc / 4; ++i) v[j][i] = load(piece, i);
       }
 #pragma unroll
       for (int j = 0; j < kBatch; ++j) {
@@ -244,39 +242,24 @@ __device__ __forceinline__ void add_partials(float (&acc)[kAcc], const float* sl
   }
 }
 
+// acc += the partials of a head's `count` later stream-K pieces, whose slots start at `slab0`,
+// kSlotFloats apart (written by store_partial on other SMs: read from L2, never from this SM's L1).
+template <int kBatch, int64_t kSlotFloats, int kAcc>
+__device__ __forceinline__ void add_partials(float (&acc)[kAcc], const float* slab0, int count, int tid) {
+  add_pieces<kBatch, kMaxLaterPieces>(acc, count, [&](int piece, int i) {
+    return __ldcg(reinterpret_cast<const float4*>(slab0 + piece * kSlotFloats) + tid + i * hopper::kWarpgroupThreads);
+  });
+}
+
 // acc += the fp32 partials that cluster ranks 1 .. k_split - 1 left at local shared address `slab` of
-// their own shared memory (store_partial's layout), added in rank (K) order: deterministic. As in
-// add_partials, kBatch ranks' loads are issued before their adds, and a batch past the last rank
-// re-reads it rather than predicating the loads.
+// their own shared memory (store_partial's layout), read through DSMEM in rank (K) order.
 template <int kBatch, int kAcc>
 __device__ __forceinline__ void add_cluster_partials(float (&acc)[kAcc], uint32_t slab, int k_split, int tid) {
   const uint32_t mine = slab + tid * static_cast<uint32_t>(sizeof(float4));
-#pragma unroll
-  for (int r0 = 1; r0 < kMaxKSplit; r0 += kBatch) {
-    if (r0 < k_split) {
-      float4 v[kBatch][kAcc / 4];
-#pragma unroll
-      for (int j = 0; j < kBatch; ++j) {
-        const uint32_t src = ptx::map_shared_to_cta(mine, r0 + j < k_split ? r0 + j : k_split - 1);
-#pragma unroll
-        for (int i = 0; i < kAcc / 4; ++i) {
-          v[j][i] = ptx::ld_shared_cluster_v4(src + i * hopper::kWarpgroupThreads * static_cast<uint32_t>(sizeof(float4)));
-        }
-      }
-#pragma unroll
-      for (int j = 0; j < kBatch; ++j) {
-        if (r0 + j < k_split) {
-#pragma unroll
-          for (int i = 0; i < kAcc / 4; ++i) {
-            acc[4 * i] += v[j][i].x;
-            acc[4 * i + 1] += v[j][i].y;
-            acc[4 * i + 2] += v[j][i].z;
-            acc[4 * i + 3] += v[j][i].w;
-          }
-        }
-      }
-    }
-  }
+  add_pieces<kBatch, kMaxKSplit - 1>(acc, k_split - 1, [&](int piece, int i) {
+    return ptx::ld_shared_cluster_v4(ptx::map_shared_to_cta(mine, piece + 1) +
+                                     i * hopper::kWarpgroupThreads * static_cast<uint32_t>(sizeof(float4)));
+  });
 }
 
 // A position in the kStages-deep stage ring: the stage and the parity of the mbarrier phase it is in.
