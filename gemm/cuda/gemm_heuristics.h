@@ -212,8 +212,11 @@ constexpr int kMinStreamKIters = 8;
 // benchmarks/results/h200/sweep_fixup.jsonl with the whole-tile constants held: the rate is low because
 // it also absorbs what ncu shows stream-K CTAs paying per K block (1.5x the cycles of whole tiles at
 // 1024x1536x7168, with equal DRAM bytes), so stream-K is planned only where whole tiles leave most SMs
-// idle.
-constexpr double kSmFlopsPerUs[kMaxMathWarpgroups] = {6.0e6, 9.5e6, 10.5e6};
+// idle. Refitted on the kernel of 2026-12-04 (h200/sweep_planner.jsonl: every config, whole tiles and
+// stream-K, 46 shapes, M-major A scales; h200/ab_shortk.jsonl): two warpgroups run at 10e6, not 9.5e6 -
+// 128x128 beat 192x128 and 256x128 on every K <= 2304 shape with M <= 4096 (1024x7168x2304: 38.5
+// against 44.1 us for the old plan), while 192x128 keeps M = 6144 and the long-K shapes.
+constexpr double kSmFlopsPerUs[kMaxMathWarpgroups] = {6.0e6, 10.0e6, 10.5e6};
 // Two warpgroups of two slabs (256x128), fitted to benchmarks/results/h200/ab_slabs.jsonl (22 M >= 1024
 // shapes, every 128+-row config, interleaved): their K blocks run at about the two-warpgroup rate, and a
 // unit ends with four staged stores a warpgroup, so small-K shapes keep 128x128 tiles.
@@ -229,10 +232,11 @@ GEMM_HOST_DEVICE constexpr double unit_overhead_us(const TileConfig& c) {
 constexpr double kSmBytesPerUs = 70.0e3;
 // 2-CTA clusters (A multicast): K blocks of 128x128 tiles ran 3 % faster on K >= 7168 shapes, about
 // even elsewhere (benchmarks/results/h200/ab_cluster.jsonl: geomean 0.985 over 15 M >= 4096 shapes;
-// 192x128 pairs were even, 0.99, and are not built).
+// 192x128 pairs were even, 0.99, and are not built). Re-measured on 2026-12-04 (sweep_planner.jsonl,
+// ab_shortk.jsonl): 0-3 % faster than 128x128 at K = 7168, 1-10 % slower at K <= 2304, hence 0.99.
 // They also cost a fixed few us (the package benchmark: 1024x4096x512 12.8 -> 15.9 us, 1024x3072x1536
 // 17.6 -> 21.3), so they are planned only for long runs.
-constexpr double kClusterKBlockTime = 0.97;
+constexpr double kClusterKBlockTime = 0.99;
 constexpr double kClusterFixedUs = 3.0;
 // A CTA streams what no other CTA reads (the B tiles of a one-M-block decode shape) from DRAM at this
 // rate: 64x2112x7168 (33 CTAs of 64x64) and 64x7168x16384 (112) both ran 0.33-0.36 us a K block.
@@ -241,6 +245,15 @@ constexpr double kL2Bytes = 50.0 * 1024 * 1024;  // H200
 constexpr double kDramBytesPerUs = 3.0e6;
 constexpr double kStreamKFixedUs = 2.4;
 constexpr double kFixupBytesPerUs = 21.0e3;
+// A stream-K region that follows whole waves (its pieces are the last unit of every CTA) is cheaper than
+// the all-stream-K plans those constants were fitted to. Measured on 2026-12-04: its K blocks take 1.16x
+// the cycles of whole-tile ones (ncu, 1024x4608x7168, 192x128: 1120 against 967 a K block), and its heads
+// read later pieces at about 64 KB/us (trace of 6144x576x7168: four 96 KB partials in ~6 us). With them
+// the tail plans win where measured (h200/ab_planner_sk.jsonl: 1024x4608x7168 68.1 -> 64.1 us,
+// 3072x1536x7168 71.7 -> 63.5, 1536x4608x7168 100.0 -> 91.2); all-stream-K plans stay as fitted (they
+// lost wherever whole tiles or a K split could run: 4096x576x7168 192x128 49.5 against 36.4 us).
+constexpr double kTailSkKBlockTime = 1.16;
+constexpr double kTailFixupBytesPerUs = 64.0e3;
 
 // Cluster split-K (tile_scheduler.h): up to the portable cluster size, and a share of at least
 // kMinSplitKBlocks K blocks per CTA (a share is a pipeline fill, a partial and two cluster barriers).
@@ -348,7 +361,9 @@ inline Plan make_plan(int config, bool stream_k, int k_split, int64_t m, int64_t
   }
   p.grid = static_cast<int>(s.dp_tiles > 0 ? std::min<int64_t>(s.dp_tiles, slots) : s.sk_ctas);
   const double waves = static_cast<double>(cdiv(s.dp_tiles, p.grid));
-  const double kb_per_cta = waves * static_cast<double>(cdiv(s.kblocks, k_split)) + static_cast<double>(range);
+  const bool sk_tail = p.stream_k() && s.dp_tiles > 0;  // a stream-K region after whole waves
+  const double kb_per_cta = waves * static_cast<double>(cdiv(s.kblocks, k_split)) +
+                            static_cast<double>(range) * (sk_tail ? kTailSkKBlockTime : 1.0);
   const double units_per_cta = waves + (p.stream_k() ? std::min<double>(s.sk_max_pieces, 2.0) : 0.0);
   const double cluster_factor = c.cluster_n > 1 ? kClusterKBlockTime : 1.0;
   const double compute = kb_per_cta * 2.0 * c.block_m * c.block_n * kBlockK / sm_flops_per_us(c) *
@@ -374,7 +389,8 @@ inline Plan make_plan(int config, bool stream_k, int k_split, int64_t m, int64_t
   const double k_split_cost = (k_split - 1) * kKSplitRankUs;
   p.cost_us = std::max({compute, stream, dram}) + units_per_cta * unit_overhead_us(c) +
               (c.cluster_n > 1 ? kClusterFixedUs : 0.0) + k_split_cost +
-              (p.stream_k() ? kStreamKFixedUs + (1.0 + reads_per_head) * tile_partial_bytes / kFixupBytesPerUs
+              (p.stream_k() ? kStreamKFixedUs + (1.0 + reads_per_head) * tile_partial_bytes /
+                                                    (sk_tail ? kTailFixupBytesPerUs : kFixupBytesPerUs)
                             : 0.0);
   return p;
 }
