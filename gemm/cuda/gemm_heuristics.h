@@ -288,6 +288,10 @@ struct Plan {
   TileSchedule sched;
   int grid = 0;    // persistent clusters
   double cost_us = 0;
+  // What breaks a tie in cost_us (decode and short-K shapes whose cost is all DRAM): the share of the
+  // last wave's CTAs that have a tile, then the CTAs pulling (ctas()), then the bytes they load from L2.
+  double wave_fill = 1;
+  double loaded_bytes = 0;
   constexpr int cluster_n() const { return kTileConfigs[config].cluster_n; }
   constexpr int cluster_ctas() const { return cluster_n() * sched.k_split; }
   constexpr int ctas() const { return grid * cluster_ctas(); }
@@ -371,6 +375,8 @@ inline Plan make_plan(int config, bool stream_k, int k_split, int64_t m, int64_t
   const double unique = static_cast<double>(m * k + n * k + m * n * out_bytes);
   // The share of the loaded bytes that comes from DRAM (read by one CTA only) streams slower.
   const double loaded = static_cast<double>(tiles) * c.cluster_n * s.kblocks * cta_stage_load_bytes(c);  // any split
+  p.loaded_bytes = loaded;
+  if (!p.stream_k()) p.wave_fill = static_cast<double>(s.dp_tiles) / (waves * p.grid);
   const double from_dram = std::min(1.0, static_cast<double>(m * k + n * k) / loaded);
   const double stream = kb_per_cta * cta_stage_load_bytes(c) * cluster_factor *
                         (from_dram / kSmDramBytesPerUs + (1.0 - from_dram) / kSmBytesPerUs);
@@ -427,8 +433,17 @@ inline Plan choose_plan(int64_t m, int64_t n, int64_t k, const GpuSlots& gpu, in
   Plan best;
   best.fits = false;
   bool have = false;
+  // Measured where the cost ties (H200, h200/sweep_planner.jsonl): 128x32768x512 128x128 (256 tiles on
+  // 132 CTAs, 1.94 waves) 12.9 us against 13.4 for 64x128 (512 tiles, 3.88 waves; B read by both M
+  // blocks), while 128x24576x1536 keeps 64x128 (2.9 waves, 19.3 us) over 128x128 (1.45 waves, 21.4 us).
+  auto wins_tie = [](const Plan& p, const Plan& q) {
+    if (p.wave_fill > q.wave_fill * 1.01 || q.wave_fill > p.wave_fill * 1.01) return p.wave_fill > q.wave_fill;
+    if (p.ctas() != q.ctas()) return p.ctas() > q.ctas();
+    return p.loaded_bytes < q.loaded_bytes * 0.99;
+  };
   auto consider = [&](const Plan& p) {
-    if (p.fits && (!have || p.cost_us < best.cost_us * 0.999)) {
+    const bool tie = have && p.cost_us <= best.cost_us * 1.001 && best.cost_us <= p.cost_us * 1.001;
+    if (p.fits && (!have || (tie ? wins_tie(p, best) : p.cost_us < best.cost_us))) {
       best = p;
       have = true;
     }
