@@ -212,8 +212,9 @@ constexpr int kMinStreamKIters = 8;
 // benchmarks/results/h200/sweep_fixup.jsonl with the whole-tile constants held: the rate is low because
 // it also absorbs what ncu shows stream-K CTAs paying per K block (1.5x the cycles of whole tiles at
 // 1024x1536x7168, with equal DRAM bytes), so stream-K is planned only where whole tiles leave most SMs
-// idle. Refitted on the kernel of 2026-12-04 (h200/sweep_planner.jsonl: every config, whole tiles and
-// stream-K, 46 shapes, M-major A scales; h200/ab_shortk.jsonl): two warpgroups run at 10e6, not 9.5e6 -
+// idle. Refitted on the kernel of 2026-12-04 with scripts/cuda/fit_planner.py (h200/sweep_planner.jsonl:
+// every config, whole tiles and stream-K, 46 shapes, M-major A scales; h200/ab_shortk.jsonl; the CPU test
+// test_plans_within_measured_best holds the planner to that data): two warpgroups run at 10e6, not 9.5e6 -
 // 128x128 beat 192x128 and 256x128 on every K <= 2304 shape with M <= 4096 (1024x7168x2304: 38.5
 // against 44.1 us for the old plan), while 192x128 keeps M = 6144 and the long-K shapes.
 constexpr double kSmFlopsPerUs[kMaxMathWarpgroups] = {6.0e6, 10.0e6, 10.5e6};
