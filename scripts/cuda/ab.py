@@ -9,9 +9,9 @@ benchmarks/results/h200/. Builds are tune.py shims of different source trees:
 
 Per shape, every (build, plan, A-scale layout) variant is first checked against the fp32 reference (a
 wrong one is listed under "wrong" and not timed; variants of the same plan must also be bitwise equal,
-else they are listed under "bitwise"), then all are timed for --rounds rounds, each in a fresh random order, each the median
-of 10 calls on a cold L2 (tune.timeit). A plan is CONFIG/STREAM_K[/K_SPLIT], -1/0 being the planner's (a K split
-a shape or build does not allow is skipped). A variant's
+else they are listed under "bitwise"), then all are timed for --rounds rounds, each round in a fresh random
+order, each time the median of 10 calls on a cold L2 (tune.timeit). A plan is CONFIG/STREAM_K[/K_SPLIT], -1/0
+being the planner's (a K split a shape or build does not allow is skipped). A variant's
 key names only what varies: "new", "4/1", "main 4/1 mmajor", ... One JSON line per shape; --cublas adds
 block-scaled torch._scaled_mm (its timed call includes a scale transpose).
 """
@@ -73,7 +73,7 @@ def main():
             if args.cublas and k % tune.SCALE_BLOCK == 0:
                 timed["cublas"] = lambda: tune.cublas(a, b, a_s, b_s)
             # Each round times the variants in a fresh random order: on power-bound shapes the position in a
-            # round moved identical plans by up to 7 % (sweep_planner_sk.jsonl), and a fixed order would
+            # round moved identical plans by up to 7 % (h200/sweep_planner.jsonl), and a fixed order would
             # hand that to one variant every round.
             times = {key: [] for key in timed}
             for r in range(args.rounds):

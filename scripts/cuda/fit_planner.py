@@ -67,7 +67,10 @@ def plans(shapes: list[tuple[int, int, int]], constants: dict[str, str], work: P
         text = substitute(text, name, value)
     header.write_text(text)
     probe = work / "plan_probe"
-    subprocess.run(["g++", "-std=c++17", "-O1", f"-I{src}", str(ROOT / "tests/cuda/plan_probe.cpp"), "-o", str(probe)],
+    cxx = shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
+    if cxx is None:
+        raise SystemExit("no host C++ compiler (g++/c++/clang++) for tests/cuda/plan_probe.cpp")
+    subprocess.run([cxx, "-std=c++17", "-O1", f"-I{src}", str(ROOT / "tests/cuda/plan_probe.cpp"), "-o", str(probe)],
                    check=True)
     out = subprocess.run([str(probe), str(SMS)], input="\n".join(f"{m} {n} {k}" for m, n, k in shapes),
                          capture_output=True, text=True, check=True).stdout
