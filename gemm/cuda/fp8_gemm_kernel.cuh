@@ -16,6 +16,7 @@
 //    barriers);
 //  - one producer warpgroup (registers given away with setmaxnreg.dec) fills a kStages-deep ring
 //    guarded by full/empty mbarriers: one thread issues the TMA loads of 128B-swizzled A/B tiles
+//    (B under an L2 evict-first policy where the plan streams it: b_evict_first() in gemm_heuristics.h)
 //    (and, for 128+-row tiles whose plan says so, of the K block's M-major A-scale column), one warp
 //    copies the remaining scales (any strides) into the stage with cp.async, whose completion arrives
 //    on the same full barrier - so scale latency is hidden kStages blocks ahead. Either way a stage
@@ -69,6 +70,7 @@ struct KernelParams {
   bool out_pairs = false;   // base and row stride allow 2-element vector stores
   bool out_tma = false;     // 16-bit output stored through the staging tile by TMA (tmap_out is valid)
   bool a_scale_tma = false; // 128+-row tiles: A scales loaded by TMA (tmap_a_scale is valid), else gathered
+  bool b_evict_first = false;  // B loaded under an L2 evict-first policy (b_evict_first() in gemm_heuristics.h)
 };
 
 template <typename T> struct OutPair;
@@ -438,6 +440,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
       const bool tma_a_scales = kTmaScales && p.a_scale_tma;
       const uint32_t stage_tx_bytes =
           kABytes + kBBytes + (tma_a_scales ? kAScaleFloats * static_cast<int>(sizeof(float)) : 0);
+      const uint64_t b_policy = ptx::l2_policy_evict_first();
       RingPos<kStages> pos;
       for (int unit = 0; cta_work_unit(p.sched, sched_cta, sched_grid, k_rank, k_split, unit, w); ++unit) {
         const int32_t a_row = static_cast<int32_t>(w.m_blk * kBlockM);
@@ -455,7 +458,11 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
           } else {
             ptx::tma_load_2d(smem_a + s * kABytes, &tmap_a, &full_bar[s], kb * kBlockK, a_row);
           }
-          ptx::tma_load_2d(smem_b + s * kBBytes, &tmap_b, &full_bar[s], kb * kBlockK, b_row);
+          if (p.b_evict_first) {
+            ptx::tma_load_2d_hint(smem_b + s * kBBytes, &tmap_b, &full_bar[s], kb * kBlockK, b_row, b_policy);
+          } else {
+            ptx::tma_load_2d(smem_b + s * kBBytes, &tmap_b, &full_bar[s], kb * kBlockK, b_row);
+          }
           if (tma_a_scales) {
             // The tile's rows of K block kb (rows past M read 0): a row of the [K/128, M] array.
             ptx::tma_load_2d(smem_scales + s * kScaleFloats, &tmap_a_scale, &full_bar[s], a_row, kb);

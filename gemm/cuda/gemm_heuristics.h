@@ -416,6 +416,18 @@ inline bool gather_a_scales(const Plan& p) {
   return kb_per_cta <= kMaxKBlocksForGatheredAScales;
 }
 
+// Decode plans (one-warpgroup tiles, B read by at most kMaxMBlocksBEvictFirst CTAs) load B under an L2
+// evict-first policy: the weights stream through the L2 once, and their lines, not older ones (another
+// kernel's data, dirty lines that would have to be written back first), are the ones evicted to make
+// room. H200, cold L2 left dirty by a 256 MB write (h200/ab_evict.jsonl, 9 shuffled rounds): 64x7168x16384
+// 42.4 -> 39.2 us, 128x7168x16384 43.0 -> 40.5, 64 / 128 x 24576x1536 5 % faster, 128x4096x7168 and
+// 128x7168x2048 3 %, the rest of the decode shapes even; the same policy on the 128+-row tiles of M >= 1024
+// shapes, whose B tiles other CTAs read again, was up to 7 % slower (4096x7168x2048).
+constexpr int64_t kMaxMBlocksBEvictFirst = 2;
+inline bool b_evict_first(const Plan& p) {
+  return kTileConfigs[p.config].block_m == hopper::kWgmmaM && p.sched.m_blocks <= kMaxMBlocksBEvictFirst;
+}
+
 // Whether the planner considers K splits of a problem (the kernel runs any): few enough 64x64 tiles of
 // output (see kKSplitSmsPerTile); and of a split plan: one wave of clusters (a split's producer idles
 // from a unit's last load to the end of its reduction, so a next unit would start from an empty ring)

@@ -341,6 +341,7 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
   p.b_scale_stride_n = args.b_scale_stride_n;
   p.b_scale_stride_k = args.b_scale_stride_k;
   p.a_scale_tma = a_scale_tma;
+  p.b_evict_first = cuda::b_evict_first(plan);
 
   p.out = args.c;
   p.out_ld = args.c_stride_m;

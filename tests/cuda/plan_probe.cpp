@@ -152,9 +152,9 @@ int main(int argc, char** argv) {
     }
     const Plan p = choose_plan(m, n, k, gpu, 2);
     const TileConfig& c = kTileConfigs[p.config];
-    std::printf("%lld %lld %lld %d %d %d %d %d %d %d %d %d %d %d\n", m, n, k, p.config, c.block_m, c.block_n,
+    std::printf("%lld %lld %lld %d %d %d %d %d %d %d %d %d %d %d %d\n", m, n, k, p.config, c.block_m, c.block_n,
                 p.stream_k() ? 1 : 0, p.grid, p.sched.dp_tiles, p.sched.sk_tiles, p.sched.sk_ctas, c.cluster_n,
-                scales_by_tma(c) && gather_a_scales(p) ? 1 : 0, p.sched.k_split);
+                scales_by_tma(c) && gather_a_scales(p) ? 1 : 0, p.sched.k_split, b_evict_first(p) ? 1 : 0);
   }
   if (walk_mode) std::printf("walked %d plans, %d failures\n", walked, failures);
   return failures == 0 ? 0 : 1;

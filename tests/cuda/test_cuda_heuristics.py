@@ -57,13 +57,24 @@ def test_config_shapes_cover_every_tile_config(probe):
 
 def test_plans_are_valid(probe):
     _, rows = plans(probe, CONFIG_SHAPES + RAGGED_SHAPES + [(16384, 16384, 128), (1, 32768, 16384)])
-    for m, n, k, cfg, bm, bn, stream_k, grid, dp_tiles, sk_tiles, sk_ctas, cn, _, k_split in rows:
+    for m, n, k, cfg, bm, bn, stream_k, grid, dp_tiles, sk_tiles, sk_ctas, cn, _, k_split, _ in rows:
         assert bn % 8 == 0 and bm % 64 == 0 and bn <= 256 and cn in (1, 2), (m, n, k, bm, bn, cn)
         assert 1 <= grid * cn * k_split <= H200_SMS, (m, n, k, grid, cn, k_split)
         assert k_split == 1 or (cn == 1 and not stream_k and -(-k // 128) >= 4 * k_split), (m, n, k, k_split)
         assert dp_tiles + sk_tiles == -(-m // bm) * -(-n // (bn * cn)), (m, n, k, dp_tiles, sk_tiles)
         if stream_k:
             assert dp_tiles % grid == 0 and 1 <= sk_ctas <= grid and 0 < sk_tiles < H200_SMS, (m, n, k, grid)
+
+
+def test_b_evict_first_on_decode_plans_only(probe):
+    """Decode plans stream B under an L2 evict-first policy; plans whose B tiles several M blocks read (every
+    M >= 1024 shape measured) keep the default policy (b_evict_first in gemm_heuristics.h)."""
+    decode = [(m, n, k) for m in (1, 64, 128) for n, k in ((7168, 16384), (24576, 1536), (4096, 7168), (2112, 7168))]
+    large = [(m, n, k) for m in (1024, 4096) for n, k in ((7168, 2048), (576, 7168), (24576, 1536))]
+    _, rows = plans(probe, decode + large)
+    for row in rows:
+        m, bm, evict_first = row[0], row[4], row[14]
+        assert evict_first == (m <= 128 and bm == 64), row
 
 
 WALK_SHAPES = [  # ragged M/N/K, K of 1 block, region tiles of 1..131, many tiles, long K over few tiles
