@@ -1,9 +1,10 @@
 // CUDA sm_90a implementation of gemm::gemm_launch (see gemm/gemm_launcher.h).
 //
 // Per call: pick a plan (gemm_heuristics.h), make A and B TMA-readable (repack into workspace only
-// when their layout needs it), encode the tensor maps, zero the stream-K flags, transpose the A scales
-// where TMA must read them and cannot in place, and launch the persistent kernel on the caller's stream
-// (as a programmatic dependent of the kernel before it). Never synchronizes, never prints.
+// when their layout needs it, both in one launch), encode the tensor maps, zero the stream-K flags,
+// transpose the A scales where TMA must read them and cannot in place, and launch the persistent
+// kernel on the caller's stream (as a programmatic dependent of the kernel before it). Never
+// synchronizes, never prints.
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -69,10 +70,11 @@ bool tma_readable(const void* ptr, int64_t rows, int64_t k, int64_t stride_row, 
   return stride_row >= k && stride_row % cuda::hopper::kTmaAlignBytes == 0;
 }
 
-// Returns the operand TMA reads: the tensor itself, or a K-major copy in workspace.
+// Returns the operand TMA reads: the tensor itself, or a K-major copy in workspace that `jobs` then
+// describes (launch_repacks makes it).
 std::string prepare_operand(const char* name, const void* ptr, int64_t rows, int64_t k,
                             int64_t stride_row, int64_t stride_k, const Workspace& ws,
-                            cudaStream_t stream, Operand& op) {
+                            cuda::RepackJobs& jobs, Operand& op) {
   const int64_t packed_ld = cuda::cdiv(k, cuda::hopper::kTmaAlignBytes) * cuda::hopper::kTmaAlignBytes;
   if (tma_readable(ptr, rows, k, stride_row, stride_k)) {
     op.ptr = static_cast<const uint8_t*>(ptr);
@@ -88,17 +90,20 @@ std::string prepare_operand(const char* name, const void* ptr, int64_t rows, int
   // uint4 column loads need an M/N-major source whose base and column stride are 16-byte aligned.
   const bool vector_loads = stride_row == 1 && reinterpret_cast<uintptr_t>(ptr) % cuda::kRepackVecBytes == 0 &&
                             (k == 1 || stride_k % cuda::kRepackVecBytes == 0);
-  const auto repack = vector_loads ? cuda::repack_k_major_kernel<cuda::kRepackVecBytes>
-                                   : cuda::repack_k_major_kernel<1>;
-  const dim3 grid(static_cast<unsigned>(cuda::cdiv(k, cuda::kRepackTile)),
-                  static_cast<unsigned>(std::min(cuda::cdiv(rows, cuda::kRepackTile), kMaxGridY)));
-  repack<<<grid, cuda::kRepackThreads, 0, stream>>>(
-      static_cast<const uint8_t*>(ptr), rows, k, stride_row, stride_k, dst, packed_ld);
-  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) {
-    return cuda_error((std::string("repack_k_major_kernel launch for `") + name + "`").c_str(), e);
-  }
+  jobs.job[jobs.count] = cuda::RepackJob{static_cast<const uint8_t*>(ptr), rows, k, stride_row, stride_k, dst,
+                                         packed_ld, vector_loads};
+  jobs.row_tiles[jobs.count++] = cuda::cdiv(rows, cuda::kRepackTile);
   op.ptr = dst;
   op.row_bytes = packed_ld;
+  return {};
+}
+
+std::string launch_repacks(const cuda::RepackJobs& jobs, int64_t k, cudaStream_t stream) {
+  const int64_t row_tiles = jobs.row_tiles[0] + jobs.row_tiles[1];
+  const dim3 grid(static_cast<unsigned>(cuda::cdiv(k, cuda::kRepackTile)),
+                  static_cast<unsigned>(std::min(row_tiles, kMaxGridY)));
+  cuda::repack_k_major_kernel<<<grid, cuda::kRepackThreads, 0, stream>>>(jobs);
+  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return cuda_error("repack_k_major_kernel launch", e);
   return {};
 }
 
@@ -309,9 +314,10 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
   std::string err;
 
   Operand a, b;
-  if (err = prepare_operand("a", args.a, m, k, args.a_stride_m, args.a_stride_k, workspace, stream, a);
+  cuda::RepackJobs repacks;
+  if (err = prepare_operand("a", args.a, m, k, args.a_stride_m, args.a_stride_k, workspace, repacks, a);
       !err.empty()) return err;
-  if (err = prepare_operand("b", args.b, n, k, args.b_stride_n, args.b_stride_k, workspace, stream, b);
+  if (err = prepare_operand("b", args.b, n, k, args.b_stride_n, args.b_stride_k, workspace, repacks, b);
       !err.empty()) return err;
   TensorMaps maps{};
   if (err = encode_operand("a", a, m, k, cfg.block_m / cfg.cluster_n, maps.a); !err.empty()) return err;
@@ -368,12 +374,15 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
     }
   }
 
-  // The A-scale transpose goes last, right before the GEMM. The GEMM launches as a programmatic
-  // dependent of the kernel before it in the stream (this transpose, or the caller's last kernel) and
-  // reads and writes global memory only after griddepcontrol.wait, which returns once that kernel has
-  // completed and its writes are visible.
+  // The copies go last, right before the GEMM. The GEMM launches as a programmatic dependent of the
+  // kernel before it in the stream (the operand repack, the A-scale transpose, or the caller's last
+  // kernel) and reads and writes global memory only after griddepcontrol.wait, which returns once that
+  // kernel has completed and its writes are visible; the copies themselves launch in plain stream order.
   if (scale_copy.dst != nullptr) {
     if (err = launch_scale_copy(scale_copy, stream); !err.empty()) return err;
+  }
+  if (repacks.count > 0) {
+    if (err = launch_repacks(repacks, k, stream); !err.empty()) return err;
   }
   if (const cudaError_t e = kLaunchers[plan.config](maps, p, plan.ctas(), plan.cluster_ctas(), stream, nullptr);
       e != cudaSuccess) {

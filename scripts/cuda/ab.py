@@ -5,7 +5,7 @@ benchmarks/results/h200/. Builds are tune.py shims of different source trees:
     nvcc -std=c++17 -O3 -shared -Xcompiler -fPIC -gencode=arch=compute_90a,code=sm_90a \\
         -o /tmp/lib_new.so scripts/cuda/tune_shim.cu gemm/cuda/gemm_launcher.cu
     python3 scripts/cuda/ab.py OUT.jsonl --lib main=/tmp/lib_main.so --lib new=/tmp/lib_new.so \\
-        [--plans=-1/0,4/0,4/1] [--a-scale row,mmajor] [--cublas] [--rounds 5] M,N,K ...
+        [--plans=-1/0,4/0,4/1] [--a-scale row,mmajor] [--operands mn] [--cublas] [--rounds 5] M,N,K ...
 
 Per shape, every (build, plan, A-scale layout) variant is first checked against the fp32 reference (a
 wrong one is listed under "wrong" and not timed; variants of the same plan must also be bitwise equal,
@@ -13,7 +13,8 @@ else they are listed under "bitwise"), then all are timed for --rounds rounds, e
 order, each time the median of 10 calls on a cold L2 (tune.timeit). A plan is CONFIG/STREAM_K[/K_SPLIT], -1/0
 being the planner's (a K split a shape or build does not allow is skipped). A variant's
 key names only what varies: "new", "4/1", "main 4/1 mmajor", ... One JSON line per shape; --cublas adds
-block-scaled torch._scaled_mm (its timed call includes a scale transpose).
+block-scaled torch._scaled_mm (its timed call includes a scale transpose). --operands mn passes A and B
+M/N-major (the challenge layout: the timed call includes their K-major repack).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ def main():
     ap.add_argument("--plans", default="-1/0",
                     help="comma-separated CONFIG/STREAM_K[/K_SPLIT] (-1/0: the planner's)")
     ap.add_argument("--a-scale", default="row", help="row (as quantizers make them), mmajor, or both: row,mmajor")
+    ap.add_argument("--operands", default="kmajor", choices=("kmajor", "mn"), help="A and B K-major or M/N-major")
     ap.add_argument("--cublas", action="store_true")
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
@@ -48,6 +50,8 @@ def main():
             m, n, k = (int(v) for v in spec.split(","))
             a, b, a_s, b_s = tune.make(m, n, k)
             ref = tune.reference(a, b, a_s, b_s)
+            if args.operands == "mn":
+                a, b = a.t().contiguous().t(), b.t().contiguous().t()
             scales = {"row": a_s, "mmajor": a_s.t().contiguous().t()}
             out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
             timed, firsts, wrong, bitwise = {}, {}, [], []
@@ -70,7 +74,7 @@ def main():
                     bitwise.append(key)
                 firsts.setdefault((cfg, sk, split), result)
                 timed[key] = lambda run=run: run(o=out)
-            if args.cublas and k % tune.SCALE_BLOCK == 0:
+            if args.cublas and k % tune.SCALE_BLOCK == 0 and args.operands == "kmajor":
                 timed["cublas"] = lambda: tune.cublas(a, b, a_s, b_s)
             # Each round times the variants in a fresh random order: on power-bound shapes the position in a
             # round moved identical plans by up to 7 % (h200/sweep_planner.jsonl), and a fixed order would
