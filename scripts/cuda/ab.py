@@ -5,7 +5,7 @@ benchmarks/results/h200/. Builds are tune.py shims of different source trees:
     nvcc -std=c++17 -O3 -shared -Xcompiler -fPIC -gencode=arch=compute_90a,code=sm_90a \\
         -o /tmp/lib_new.so scripts/cuda/tune_shim.cu gemm/cuda/gemm_launcher.cu
     python3 scripts/cuda/ab.py OUT.jsonl --lib main=/tmp/lib_main.so --lib new=/tmp/lib_new.so \\
-        [--plans=-1/0,4/0,4/1] [--a-scale row,mmajor] [--operands mn] [--cublas] [--rounds 5] M,N,K ...
+        [--plans=-1/0,4/0,4/1] [--a-scale row,mmajor] [--operands mn] [--warm] [--cublas] [--rounds 5] M,N,K ...
 
 Per shape, every (build, plan, A-scale layout) variant is first checked against the fp32 reference (a
 wrong one is listed under "wrong" and not timed; variants of the same plan must also be bitwise equal,
@@ -14,7 +14,8 @@ order, each time the median of 10 calls on a cold L2 (tune.timeit). A plan is CO
 being the planner's (a K split a shape or build does not allow is skipped). A variant's
 key names only what varies: "new", "4/1", "main 4/1 mmajor", ... One JSON line per shape; --cublas adds
 block-scaled torch._scaled_mm (its timed call includes a scale transpose). --operands mn passes A and B
-M/N-major (the challenge layout: the timed call includes their K-major repack).
+M/N-major (the challenge layout: the timed call includes their K-major repack). --warm times the calls
+back to back on a warm L2 instead (operands and scales already cached).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ def main():
                     help="comma-separated CONFIG/STREAM_K[/K_SPLIT] (-1/0: the planner's)")
     ap.add_argument("--a-scale", default="row", help="row (as quantizers make them), mmajor, or both: row,mmajor")
     ap.add_argument("--operands", default="kmajor", choices=("kmajor", "mn"), help="A and B K-major or M/N-major")
+    ap.add_argument("--warm", action="store_true", help="warm L2: no flush between calls")
     ap.add_argument("--cublas", action="store_true")
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
@@ -84,7 +86,7 @@ def main():
                 order = list(timed)
                 random.Random(r).shuffle(order)
                 for key in order:
-                    times[key].append(tune.timeit(timed[key], 10))
+                    times[key].append(tune.timeit(timed[key], 10, cold=not args.warm))
             rec = {"m": m, "n": n, "k": k, "t": {key: round(statistics.median(v), 2) for key, v in times.items()},
                    "plan": next(iter(libs.values())).plan(m, n, k), "wrong": wrong, "bitwise": bitwise}
             f.write(json.dumps(rec) + "\n")

@@ -145,7 +145,12 @@ def close(out, ref) -> tuple[bool, float]:
 _flush = None
 
 
-def timeit(fn, iters=20) -> float:
+WARM_QUEUE_CYCLES = 5_000_000  # ~3 ms of GPU sleep: the host queues every timed call behind it
+
+
+def timeit(fn, iters=20, cold=True) -> float:
+    """Median event time of `fn` over `iters` calls, on a cold L2 (a 256 MB write before each) or, with
+    cold=False, back to back on a warm one."""
     global _flush
     if _flush is None:
         _flush = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda")
@@ -155,10 +160,15 @@ def timeit(fn, iters=20) -> float:
     # Python and planning time then overlaps the flushes instead of landing between a start event and
     # its kernel, which a sync per call let into short decode timings: identical kernels measured up to
     # 5 % apart in h200/ab_ksplit_gated.jsonl; once queued, 12 of 13 within 1.2 % (ab_ksplit_queued.jsonl).
+    # Warm calls have no flush to hide the host's time behind, so a sleep kernel holds the GPU while they
+    # are queued; else a start event can fire while the host is still preparing the call it times.
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    if not cold:
+        torch.cuda._sleep(WARM_QUEUE_CYCLES)
     for start, end in zip(starts, ends):
-        _flush.zero_()
+        if cold:
+            _flush.zero_()
         start.record()
         fn()
         end.record()
