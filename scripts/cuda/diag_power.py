@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""SM clock and board power while one GEMM plan runs back to back (~1.5 s, warm L2), sampled by nvidia-smi
-every 20 ms; the median over the middle of the run, with the call time. Shows where the H200 runs at its
+"""SM clock, board power, temperature and the active clock-event (throttle) reasons while one GEMM plan runs
+back to back (~1.5 s, warm L2), sampled by nvidia-smi every 20 ms; medians over the middle of the run (the
+most frequent reasons mask), with the call time. Shows where the H200 runs at its
 power limit, and what spreading a partial wave over more SMs (stream-K) does to the clock.
 
     python3 scripts/cuda/diag_power.py /tmp/libtune.so OUT.json M,N,K,CONFIG,STREAM_K ... [M,N,K,cublas]
@@ -19,8 +20,8 @@ RUN_S = 1.5
 
 
 def sample(fn):
-    proc = subprocess.Popen(["nvidia-smi", "--query-gpu=clocks.sm,power.draw", "--format=csv,noheader,nounits",
-                             "-lms", "20"], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(["nvidia-smi", "--query-gpu=clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active",
+                             "--format=csv,noheader,nounits", "-lms", "20"], stdout=subprocess.PIPE, text=True)
     time.sleep(0.3)
     fn()
     torch.cuda.synchronize()
@@ -32,10 +33,11 @@ def sample(fn):
         torch.cuda.synchronize()
     elapsed = time.perf_counter() - t0
     proc.terminate()
-    lines = [l.split(",") for l in proc.communicate()[0].strip().splitlines() if l.count(",") == 1]
-    samples = [(float(c), float(p)) for c, p in lines]
+    lines = [[v.strip() for v in l.split(",")] for l in proc.communicate()[0].strip().splitlines() if l.count(",") == 3]
+    samples = [(float(c), float(p), float(t), r) for c, p, t, r in lines]
     middle = samples[len(samples) // 4: 3 * len(samples) // 4] or samples
-    return {"sm_mhz": statistics.median(c for c, _ in middle), "watts": statistics.median(p for _, p in middle),
+    return {"sm_mhz": statistics.median(s[0] for s in middle), "watts": statistics.median(s[1] for s in middle),
+            "temp_c": statistics.median(s[2] for s in middle), "reasons": statistics.mode(s[3] for s in middle),
             "us_per_call": 1e6 * elapsed / calls, "samples": len(samples)}
 
 
