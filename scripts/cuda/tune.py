@@ -198,6 +198,7 @@ def check(be: Backend) -> list[str]:
     ref = reference(a, b, a_s, b_s)
     t = lambda x: x.t().contiguous().t()  # noqa: E731 - same values, transposed memory
     report("M-major a, b and scales", *close(be.gemm(t(a), t(b), t(a_s), t(b_s)), ref))
+    report("N-major b alone", *close(be.gemm(a, t(b), a_s, b_s), ref))  # one repack job: B's
     shifted = torch.empty(m + 1, k, dtype=torch.uint8, device="cuda").view(torch.float8_e4m3fn)
     shifted[1:] = a
     report("misaligned a[1:]", *close(be.gemm(shifted[1:], b, a_s, b_s), ref))
@@ -205,6 +206,8 @@ def check(be: Backend) -> list[str]:
         padded = torch.empty(n, k + pad, dtype=torch.uint8, device="cuda").view(torch.float8_e4m3fn)[:, :k]
         padded.copy_(b)
         report(f"b row stride k+{pad}", *close(be.gemm(a, padded, a_s, b_s), ref))
+        # Both repacked in one launch, A by vector loads and B byte by byte.
+        report(f"M-major a, b row stride k+{pad}", *close(be.gemm(t(a), padded, a_s, b_s), ref))
     for dt in (torch.float16, torch.float32):
         report(f"out {dt}", *close(be.gemm(a, b, a_s, b_s, out_dtype=dt), ref))
     # Output rows TMA can address (padded to a 16-byte multiple) and rows it cannot (odd stride: the
