@@ -90,12 +90,11 @@ struct RepackJob {
   int64_t rows = 0, cols = 0, stride_r = 0, stride_c = 0;
   uint8_t* dst = nullptr;
   int64_t ld = 0;
-  bool vector_loads = false;  // M/N-major with 16-byte aligned base and column stride: uint4 column loads
 };
-// The operands of one GEMM call that need a repack (A, B or both), in one launch: one kernel boundary
-// instead of two before the GEMM, and the two copies share the SMs instead of each leaving a partial
-// last wave. Both have K columns, so they share the grid's x (column tiles); y walks A's row tiles,
-// then B's.
+// The operands of one GEMM call that need a repack (A, B or both) and share a loader, in one launch: one
+// kernel boundary instead of two before the GEMM, and the two copies share the SMs instead of each leaving a
+// partial last wave. Both have K columns, so they share the grid's x (column tiles); y walks the first
+// job's row tiles, then the second's. (One kernel with both loaders spilled at the 64-register cap.)
 constexpr int kMaxRepackJobs = 2;
 struct RepackJobs {
   RepackJob job[kMaxRepackJobs];
@@ -103,56 +102,49 @@ struct RepackJobs {
   int64_t row_tiles[kMaxRepackJobs] = {};
 };
 
-// Tile (r0, c0) of one job: loads through the shared tile, then 16-byte row chunks out.
+// Grid: x over column tiles, y (capped) strides over the jobs' row tiles.
 template <int kLoadBytes>
-__device__ __forceinline__ void repack_tile(const RepackJob& j, int64_t r0, int64_t c0, uint4 (&tile)[kRepackTile * kRepackChunksPerRow]) {
-  auto* tile_words = reinterpret_cast<uint32_t*>(tile);
-  // Consecutive threads walk the source's unit-stride dimension, so a warp's loads touch few lines.
-  const bool rows_contiguous = j.stride_r == 1 && j.stride_c != 1;
-  const int t = threadIdx.x;
-  const int row_block = rows_contiguous ? t % kRepackRowBlocks : t / kRepackColBlocks;
-  const int col_block = rows_contiguous ? t / kRepackRowBlocks : t % kRepackColBlocks;
-  const int block_row0 = row_block * kRepackBlockRows;
-  const int block_col0 = col_block * kRepackBlockCols;
-  uint32_t words[kRepackBlockRows];
-  repack_load_block<kLoadBytes>(j.src, j.rows, j.cols, j.stride_r, j.stride_c, r0 + block_row0, c0 + block_col0, words);
-#pragma unroll
-  for (int i = 0; i < kRepackBlockRows; ++i) {
-    const int chunk = repack_tile_chunk(block_row0 + i, block_col0 / kRepackVecBytes);
-    tile_words[chunk * kRepackBlockCols + block_col0 % kRepackVecBytes / kRepackBlockCols] = words[i];
-  }
-  __syncthreads();
-#pragma unroll
-  for (int s = 0; s < kRepackStoresPerThread; ++s) {
-    const int i = t + s * kRepackThreads;
-    const int row = i / kRepackChunksPerRow, chunk = i % kRepackChunksPerRow;
-    const int64_t r = r0 + row, c = c0 + chunk * kRepackVecBytes;
-    // c < cols <= ld with c and ld multiples of 16: the whole chunk lies inside the row's ld bytes
-    // (the bytes past cols are the zeros of the load phase).
-    if (r < j.rows && c < j.cols) {
-      *reinterpret_cast<uint4*>(j.dst + r * j.ld + c) = tile[repack_tile_chunk(row, chunk)];
-    }
-  }
-  __syncthreads();
-}
-
-// Grid: x over column tiles, y (capped) strides over the jobs' row tiles, A's first.
-__global__ void __launch_bounds__(kRepackThreads, kRepackMinBlocksPerSm) repack_k_major_kernel(const __grid_constant__ RepackJobs jobs) {
+__global__ void __launch_bounds__(kRepackThreads, kRepackMinBlocksPerSm)
+    repack_k_major_kernel(const __grid_constant__ RepackJobs jobs) {
   // The GEMM behind it is its programmatic dependent: let it start its prologue now (it waits for this
   // grid to complete before it reads an operand).
   ptx::launch_dependents();
   __shared__ uint4 tile[kRepackTile * kRepackChunksPerRow];
+  auto* tile_words = reinterpret_cast<uint32_t*>(tile);
+  const int t = threadIdx.x;
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kRepackTile;
-  const int64_t total = jobs.row_tiles[0] + (jobs.count > 1 ? jobs.row_tiles[1] : 0);
+  const int64_t total = jobs.row_tiles[0] + jobs.row_tiles[1];
   for (int64_t y = blockIdx.y; y < total; y += gridDim.y) {
     const int which = y < jobs.row_tiles[0] ? 0 : 1;
     const RepackJob& j = jobs.job[which];
-    const int64_t r0 = (which == 0 ? y : y - jobs.row_tiles[0]) * kRepackTile;
-    if (j.vector_loads) {
-      repack_tile<kRepackVecBytes>(j, r0, c0, tile);
-    } else {
-      repack_tile<1>(j, r0, c0, tile);
+    const int64_t r0 = (y - (which == 0 ? 0 : jobs.row_tiles[0])) * kRepackTile;
+    // Consecutive threads walk the source's unit-stride dimension, so a warp's loads touch few lines.
+    const bool rows_contiguous = j.stride_r == 1 && j.stride_c != 1;
+    const int row_block = rows_contiguous ? t % kRepackRowBlocks : t / kRepackColBlocks;
+    const int col_block = rows_contiguous ? t / kRepackRowBlocks : t % kRepackColBlocks;
+    const int block_row0 = row_block * kRepackBlockRows;
+    const int block_col0 = col_block * kRepackBlockCols;
+    uint32_t words[kRepackBlockRows];
+    repack_load_block<kLoadBytes>(j.src, j.rows, j.cols, j.stride_r, j.stride_c, r0 + block_row0,
+                                  c0 + block_col0, words);
+#pragma unroll
+    for (int i = 0; i < kRepackBlockRows; ++i) {
+      const int chunk = repack_tile_chunk(block_row0 + i, block_col0 / kRepackVecBytes);
+      tile_words[chunk * kRepackBlockCols + block_col0 % kRepackVecBytes / kRepackBlockCols] = words[i];
     }
+    __syncthreads();
+#pragma unroll
+    for (int s = 0; s < kRepackStoresPerThread; ++s) {
+      const int i = t + s * kRepackThreads;
+      const int row = i / kRepackChunksPerRow, chunk = i % kRepackChunksPerRow;
+      const int64_t r = r0 + row, c = c0 + chunk * kRepackVecBytes;
+      // c < cols <= ld with c and ld multiples of 16: the whole chunk lies inside the row's ld bytes
+      // (the bytes past cols are the zeros of the load phase).
+      if (r < j.rows && c < j.cols) {
+        *reinterpret_cast<uint4*>(j.dst + r * j.ld + c) = tile[repack_tile_chunk(row, chunk)];
+      }
+    }
+    __syncthreads();
   }
 }
 

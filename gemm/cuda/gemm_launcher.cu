@@ -1,10 +1,10 @@
 // CUDA sm_90a implementation of gemm::gemm_launch (see gemm/gemm_launcher.h).
 //
 // Per call: pick a plan (gemm_heuristics.h), make A and B TMA-readable (repack into workspace only
-// when their layout needs it, both in one launch), encode the tensor maps, zero the stream-K flags,
-// transpose the A scales where TMA must read them and cannot in place, and launch the persistent
-// kernel on the caller's stream (as a programmatic dependent of the kernel before it). Never
-// synchronizes, never prints.
+// when their layout needs it, both in one launch where they share a loader), encode the tensor maps,
+// zero the stream-K flags, transpose the A scales where TMA must read them and cannot in place, and
+// launch the persistent kernel on the caller's stream (as a programmatic dependent of the kernel before
+// it). Never synchronizes, never prints.
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -70,11 +70,14 @@ bool tma_readable(const void* ptr, int64_t rows, int64_t k, int64_t stride_row, 
   return stride_row >= k && stride_row % cuda::hopper::kTmaAlignBytes == 0;
 }
 
-// Returns the operand TMA reads: the tensor itself, or a K-major copy in workspace that `jobs` then
-// describes (launch_repacks makes it).
+// Operand repacks of one call grouped by loader, [0] byte loads and [1] uint4 column loads: a launch each.
+using RepackGroups = std::array<cuda::RepackJobs, 2>;
+
+// Returns the operand TMA reads: the tensor itself, or a K-major copy in workspace that a job in
+// `repacks` then describes (launch_repacks makes it).
 std::string prepare_operand(const char* name, const void* ptr, int64_t rows, int64_t k,
                             int64_t stride_row, int64_t stride_k, const Workspace& ws,
-                            cuda::RepackJobs& jobs, Operand& op) {
+                            RepackGroups& repacks, Operand& op) {
   const int64_t packed_ld = cuda::cdiv(k, cuda::hopper::kTmaAlignBytes) * cuda::hopper::kTmaAlignBytes;
   if (tma_readable(ptr, rows, k, stride_row, stride_k)) {
     op.ptr = static_cast<const uint8_t*>(ptr);
@@ -90,20 +93,29 @@ std::string prepare_operand(const char* name, const void* ptr, int64_t rows, int
   // uint4 column loads need an M/N-major source whose base and column stride are 16-byte aligned.
   const bool vector_loads = stride_row == 1 && reinterpret_cast<uintptr_t>(ptr) % cuda::kRepackVecBytes == 0 &&
                             (k == 1 || stride_k % cuda::kRepackVecBytes == 0);
+  cuda::RepackJobs& jobs = repacks[vector_loads ? 1 : 0];
   jobs.job[jobs.count] = cuda::RepackJob{static_cast<const uint8_t*>(ptr), rows, k, stride_row, stride_k, dst,
-                                         packed_ld, vector_loads};
+                                         packed_ld};
   jobs.row_tiles[jobs.count++] = cuda::cdiv(rows, cuda::kRepackTile);
   op.ptr = dst;
   op.row_bytes = packed_ld;
   return {};
 }
 
-std::string launch_repacks(const cuda::RepackJobs& jobs, int64_t k, cudaStream_t stream) {
-  const int64_t row_tiles = jobs.row_tiles[0] + jobs.row_tiles[1];
-  const dim3 grid(static_cast<unsigned>(cuda::cdiv(k, cuda::kRepackTile)),
-                  static_cast<unsigned>(std::min(row_tiles, kMaxGridY)));
-  cuda::repack_k_major_kernel<<<grid, cuda::kRepackThreads, 0, stream>>>(jobs);
-  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return cuda_error("repack_k_major_kernel launch", e);
+std::string launch_repacks(const RepackGroups& repacks, int64_t k, cudaStream_t stream) {
+  for (int vector_loads = 0; vector_loads < 2; ++vector_loads) {
+    const cuda::RepackJobs& jobs = repacks[vector_loads];
+    if (jobs.count == 0) continue;
+    const int64_t row_tiles = jobs.row_tiles[0] + jobs.row_tiles[1];
+    const dim3 grid(static_cast<unsigned>(cuda::cdiv(k, cuda::kRepackTile)),
+                    static_cast<unsigned>(std::min(row_tiles, kMaxGridY)));
+    const auto repack = vector_loads ? cuda::repack_k_major_kernel<cuda::kRepackVecBytes>
+                                     : cuda::repack_k_major_kernel<1>;
+    repack<<<grid, cuda::kRepackThreads, 0, stream>>>(jobs);
+    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) {
+      return cuda_error("repack_k_major_kernel launch", e);
+    }
+  }
   return {};
 }
 
@@ -314,7 +326,7 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
   std::string err;
 
   Operand a, b;
-  cuda::RepackJobs repacks;
+  RepackGroups repacks{};
   if (err = prepare_operand("a", args.a, m, k, args.a_stride_m, args.a_stride_k, workspace, repacks, a);
       !err.empty()) return err;
   if (err = prepare_operand("b", args.b, n, k, args.b_stride_n, args.b_stride_k, workspace, repacks, b);
@@ -381,9 +393,7 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
   if (scale_copy.dst != nullptr) {
     if (err = launch_scale_copy(scale_copy, stream); !err.empty()) return err;
   }
-  if (repacks.count > 0) {
-    if (err = launch_repacks(repacks, k, stream); !err.empty()) return err;
-  }
+  if (err = launch_repacks(repacks, k, stream); !err.empty()) return err;
   if (const cudaError_t e = kLaunchers[plan.config](maps, p, plan.ctas(), plan.cluster_ctas(), stream, nullptr);
       e != cudaSuccess) {
     return cuda_error("fp8_gemm_kernel launch", e);
