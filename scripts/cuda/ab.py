@@ -8,8 +8,8 @@ benchmarks/results/h200/. Builds are tune.py shims of different source trees:
         [--plans=-1/0,4/0,4/1] [--a-scale row,mmajor] [--operands mn] [--warm] [--cublas] [--rounds 5] M,N,K ...
 
 Per shape, every (build, plan, A-scale layout) variant is first checked against the fp32 reference (a
-wrong one is listed under "wrong" and not timed; variants of the same plan must also be bitwise equal,
-else they are listed under "bitwise"), then all are timed for --rounds rounds, each round in a fresh random
+wrong one is listed under "wrong" and, unless --time-wrong, not timed; variants of the same plan must also
+be bitwise equal, else they are listed under "bitwise"), then all are timed for --rounds rounds, each round in a fresh random
 order, each time the median of 10 calls on a cold L2 (tune.timeit). A plan is CONFIG/STREAM_K[/K_SPLIT], -1/0
 being the planner's (a K split a shape or build does not allow is skipped). A variant's
 key names only what varies: "new", "4/1", "main 4/1 mmajor", ... One JSON line per shape; --cublas adds
@@ -42,6 +42,8 @@ def main():
     ap.add_argument("--operands", default="kmajor", choices=("kmajor", "mn"), help="A and B K-major or M/N-major")
     ap.add_argument("--warm", action="store_true", help="warm L2: no flush between calls")
     ap.add_argument("--cublas", action="store_true")
+    ap.add_argument("--time-wrong", action="store_true",
+                    help="time wrong variants too (diagnostic builds that leave out part of the work)")
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
     libs = {name: tune.Backend(path) for name, path in (x.split("=", 1) for x in args.lib)}
@@ -71,6 +73,8 @@ def main():
                     continue
                 if not tune.close(result, ref)[0]:
                     wrong.append(key)
+                    if args.time_wrong:
+                        timed[key] = lambda run=run: run(o=out)
                     continue
                 if (cfg, sk, split) in firsts and not torch.equal(firsts[(cfg, sk, split)], result):
                     bitwise.append(key)
