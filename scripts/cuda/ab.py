@@ -60,6 +60,8 @@ def main():
             out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
             timed, firsts, wrong, bitwise = {}, {}, [], []
             for (name, be), (cfg, sk, split), layout in itertools.product(libs.items(), plans, layouts):
+                if cfg >= len(be.configs):
+                    continue  # a config this build's table does not have
                 if cfg >= 0 and sk and be.tiles(cfg, m, n)[0] % be.tiles(cfg, m, n)[1] == 0:
                     continue  # whole waves: the stream-K plan is the whole-tile plan
                 plan = f"{cfg}/{sk}" + (f"/{split}" if split > 1 else "")
