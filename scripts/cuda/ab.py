@@ -9,13 +9,18 @@ benchmarks/results/h200/. Builds are tune.py shims of different source trees:
 
 Per shape, every (build, plan, A-scale layout) variant is first checked against the fp32 reference (a
 wrong one is listed under "wrong" and, unless --time-wrong, not timed; variants of the same plan must also
-be bitwise equal, else they are listed under "bitwise"), then all are timed for --rounds rounds, each round in a fresh random
-order, each time the median of 10 calls on a cold L2 (tune.timeit). A plan is CONFIG/STREAM_K[/K_SPLIT], -1/0
-being the planner's (a K split a shape or build does not allow is skipped). A variant's
-key names only what varies: "new", "4/1", "main 4/1 mmajor", ... One JSON line per shape; --cublas adds
-block-scaled torch._scaled_mm (its timed call includes a scale transpose). --operands mn passes A and B
-M/N-major (the challenge layout: the timed call includes their K-major repack). --warm times the calls
-back to back on a warm L2 instead (operands and scales already cached).
+be bitwise equal, else they are listed under "bitwise"), then all are timed for --rounds rounds, each round
+in a fresh random order, each time the median of 10 calls on a cold L2 (tune.timeit). A plan is
+CONFIG/STREAM_K[/K_SPLIT], -1/0 being the planner's (a K split a shape or build does not allow, or a config
+a build's table lacks, is skipped). A variant's key names only what varies: "new", "4/1", "main 4/1
+mmajor", ... One JSON line per shape; --cublas adds block-scaled torch._scaled_mm (its timed call includes
+a scale transpose). --operands mn passes A and B M/N-major (the challenge layout: the timed call includes
+their K-major repack). --warm times the calls back to back on a warm L2 instead (operands and scales
+already cached). --time-wrong times wrong variants too: diagnostic builds that leave out part of the work.
+
+Builds whose tile tables (kTileConfigs) differ need `-Xcompiler -fno-gnu-unique -Xlinker -Bsymbolic` on all
+but the first: the inline table is a GNU-unique symbol, which one process shares across libraries loaded
+with RTLD_LOCAL, so a second library would silently read the first one's table.
 """
 
 from __future__ import annotations
