@@ -23,8 +23,8 @@ constexpr int kGroupRows = 64;
 constexpr int kLoadBytes = 16;
 
 template <int kDepth>
-__global__ void __launch_bounds__(kThreads) stream_rows(const uint4* __restrict__ b, int64_t row_u4, int groups,
-                                                        int k_bytes, int run, unsigned* sink) {
+__global__ void __launch_bounds__(kThreads)
+    stream_rows(const uint4* __restrict__ b, int64_t row_u4, int groups, int k_bytes, int run, unsigned* sink) {
   const int loads_per_step = run * kGroupRows / kLoadBytes / kThreads;  // >= 1: run >= 128
   const int slots_per_row = run / kLoadBytes;
   const int steps = k_bytes / run;
@@ -100,7 +100,8 @@ int main() {
     }
     std::sort(t.begin(), t.end());
     const double us = t[t.size() / 2], bytes = static_cast<double>(c.n) * c.k;
-    std::printf("{\"n\": %d, \"k\": %d, \"run\": %d, \"depth\": %d, \"ctas\": %d, \"us\": %.2f, \"tb_per_s\": %.3f}\n",
+    std::printf("{\"n\": %d, \"k\": %d, \"run\": %d, \"depth\": %d, \"ctas\": %d, "
+                "\"us\": %.2f, \"tb_per_s\": %.3f}\n",
                 c.n, c.k, c.run, c.depth, c.ctas, us, bytes / us / 1e6);
   }
   const cudaError_t err = cudaDeviceSynchronize();
