@@ -79,7 +79,7 @@ int main() {
       cases.push_back({7168, 16384, run, depth, 112});   // 64 x 7168 x 16384: 112 CTAs of 64 rows
       cases.push_back({8448, 16384, run, depth, 132});   // the same walk on every SM
       cases.push_back({57344, 2048, run, depth, 112});   // as many bytes in rows of 2 KB
-      cases.push_back({4096, 7168, std::min(run, 1024), depth, 64});  // 64 x 4096 x 7168
+      cases.push_back({4096, 7168, run, depth, 64});     // 64 x 4096 x 7168 (K = 7 x 1024)
     }
   }
   cudaEvent_t e0, e1;
