@@ -14,7 +14,7 @@ in a fresh random order, each time the median of 10 calls on a cold L2 (tune.tim
 CONFIG/STREAM_K[/K_SPLIT], -1/0 being the planner's (a K split a shape or build does not allow, or a config
 a build's table lacks, is skipped). A variant's key names only what varies: "new", "4/1", "main 4/1
 mmajor", ... One JSON line per shape; --cublas adds block-scaled torch._scaled_mm (its timed call includes
-a scale transpose). --operands mn passes A and B M/N-major (the challenge layout: the timed call includes
+a scale transpose; K-major operands only). --operands mn passes A and B M/N-major (the challenge layout: the timed call includes
 their K-major repack). --warm times the calls back to back on a warm L2 instead (operands and scales
 already cached). --time-wrong times wrong variants too: diagnostic builds that leave out part of the work.
 
