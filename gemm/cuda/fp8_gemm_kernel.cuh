@@ -55,6 +55,13 @@
 
 namespace gemm::cuda {
 
+// The kernel's tensor maps, one parameter: the producer addresses them from one base register.
+struct TensorMaps {
+  CUtensorMap a, b, a_scale;                 // a_scale: only configs with scales_by_tma read it
+  CUtensorMap a_pair, b_pair, a_scale_pair;  // two K blocks a box: read when KernelParams::pair_kblocks > 0
+  CUtensorMap out;                           // only read when KernelParams::out_tma
+};
+
 struct KernelParams {
   int64_t m = 0, n = 0;
   TileSchedule sched;
@@ -68,9 +75,12 @@ struct KernelParams {
   int* sk_flags = nullptr;   // per (range, math warpgroup): its slot rows are written; zero at launch
   OutFormat out_format = OutFormat::kBF16;
   bool out_pairs = false;   // base and row stride allow 2-element vector stores
-  bool out_tma = false;     // 16-bit output stored through the staging tile by TMA (tmap_out is valid)
-  bool a_scale_tma = false; // 128+-row tiles: A scales loaded by TMA (tmap_a_scale is valid), else gathered
+  bool out_tma = false;     // 16-bit output stored through the staging tile by TMA (maps.out is valid)
+  bool a_scale_tma = false; // 128+-row tiles: A scales loaded by TMA (maps.a_scale is valid), else gathered
   bool b_evict_first = false;  // B loaded under an L2 evict-first policy (b_evict_first() in gemm_heuristics.h)
+  // K blocks [0, pair_kblocks) are whole, so the producer may load two of them with one instruction
+  // through the TensorMaps *_pair maps (pairs_loads() in gemm_heuristics.h); 0: never.
+  int32_t pair_kblocks = 0;
 };
 
 template <typename T> struct OutPair;
@@ -328,10 +338,7 @@ __device__ __forceinline__ void promote(float (&acc)[kAcc], const float (&tmp)[k
 
 template <int kBlockM, int kBlockN, int kClusterN, int kSlabs, bool kSplitK>
 __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClusterN, kSlabs}), 1)
-    fp8_gemm_kernel(const __grid_constant__ CUtensorMap tmap_a,
-                    const __grid_constant__ CUtensorMap tmap_b,
-                    const __grid_constant__ CUtensorMap tmap_a_scale,
-                    const __grid_constant__ CUtensorMap tmap_out, const KernelParams p) {
+    fp8_gemm_kernel(const __grid_constant__ TensorMaps maps, const KernelParams p) {
   constexpr TileConfig kCfg{kBlockM, kBlockN, kClusterN, kSlabs};
   static_assert(registers_fit(kCfg), "accumulators do not fit the math warpgroups' register budget");
   static_assert(!kSplitK || splits_k(kCfg), "K split on a config without one");
@@ -344,10 +351,11 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
   constexpr int kStepsPerBlock = kBlockK / kPromoteK;
   constexpr int kWgmmasPerStep = kPromoteK / hopper::kWgmmaK;
   constexpr int kMaxScaleBlocks = max_scale_blocks(kBlockN);
-  constexpr int kScaleFloats = scale_stage_floats(kCfg);
   constexpr bool kTmaScales = scales_by_tma(kCfg);
   constexpr int kScaleWarp = 1;  // producer warp gathering scales with cp.async (warp 0 issues TMA)
-  constexpr int kAScaleFloats = a_scale_stage_floats(kCfg);  // B scales follow the A scales in a stage
+  constexpr int kAScaleFloats = a_scale_stage_floats(kCfg);
+  constexpr int kBScaleFloats = kMaxScaleBlocksPerTile;
+  constexpr bool kPairLoads = pairs_loads(kCfg);
   using Mma = WgmmaFp8<kBlockN>;
   constexpr int kAcc = Mma::kAccRegs;
   static_assert(kBlockM % kWgRows == 0 && kBlockN % hopper::kWgmmaNAlign == 0 &&
@@ -378,8 +386,9 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
   uint8_t* smem_a = smem;
   uint8_t* smem_b = smem_a + kStages * kABytes;
   uint8_t* smem_out = smem_b + kStages * kBBytes;  // 1024-aligned: every tile buffer is a 1 KB multiple
-  float* smem_scales = reinterpret_cast<float*>(smem_out + staging_bytes(kCfg));
-  uint64_t* full_bar = reinterpret_cast<uint64_t*>(smem_scales + kStages * kScaleFloats);
+  float* smem_a_scales = reinterpret_cast<float*>(smem_out + staging_bytes(kCfg));
+  float* smem_b_scales = smem_a_scales + kStages * kAScaleFloats;
+  uint64_t* full_bar = reinterpret_cast<uint64_t*>(smem_b_scales + kStages * kBScaleFloats);
   uint64_t* empty_bar = full_bar + kStages;
 
   // Broadcast from lane 0 so that ptxas sees a warp-uniform value: the shared-memory descriptors built
@@ -398,10 +407,15 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
   const int sched_grid = static_cast<int>(gridDim.x / cluster_ctas);
 
   if (threadIdx.x == 0) {
-    ptx::tma_prefetch_desc(&tmap_a);
-    ptx::tma_prefetch_desc(&tmap_b);
-    if (kTmaScales && p.a_scale_tma) ptx::tma_prefetch_desc(&tmap_a_scale);
-    if (p.out_tma) ptx::tma_prefetch_desc(&tmap_out);
+    ptx::tma_prefetch_desc(&maps.a);
+    ptx::tma_prefetch_desc(&maps.b);
+    if (kTmaScales && p.a_scale_tma) ptx::tma_prefetch_desc(&maps.a_scale);
+    if (kPairLoads && p.pair_kblocks > 0) {
+      ptx::tma_prefetch_desc(&maps.a_pair);
+      ptx::tma_prefetch_desc(&maps.b_pair);
+      if (kTmaScales && p.a_scale_tma) ptx::tma_prefetch_desc(&maps.a_scale_pair);
+    }
+    if (p.out_tma) ptx::tma_prefetch_desc(&maps.out);
 #pragma unroll
     for (int s = 0; s < kStages; ++s) {
       ptx::mbar_init(&full_bar[s], 1 + hopper::kWarpSize);  // TMA expect_tx + scale-warp lanes
@@ -445,28 +459,51 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
       for (int unit = 0; cta_work_unit(p.sched, sched_cta, sched_grid, k_rank, k_split, unit, w); ++unit) {
         const int32_t a_row = static_cast<int32_t>(w.m_blk * kBlockM);
         const int32_t b_row = static_cast<int32_t>((w.n_blk * kClusterN + cta_rank) * kBlockN);
-        for (int kb = w.kb_begin; kb < w.kb_end; ++kb, pos.advance()) {
+        for (int kb = w.kb_begin; kb < w.kb_end;) {
           const int s = pos.stage;
           ptx::mbar_wait(&empty_bar[s], pos.phase ^ 1);  // fresh barriers pass parity 1 at once
+          // K blocks kb and kb + 1 into stages s and s + 1 with one instruction per operand. Their bytes
+          // all complete on stage s's barrier, which the math warps wait on first; stage s + 1's barrier
+          // only counts the arrivals (this one and the scale warp's).
+          if (kPairLoads && kb + 1 < w.kb_end && kb + 1 < p.pair_kblocks && s + 1 < kStages) {
+            ptx::mbar_wait(&empty_bar[s + 1], pos.phase ^ 1);
+            ptx::mbar_arrive_expect_tx(&full_bar[s], kKBlocksPerPair * stage_tx_bytes);
+            ptx::mbar_arrive(&full_bar[s + 1]);
+            ptx::tma_load_3d(smem_a + s * kABytes, &maps.a_pair, &full_bar[s], 0, a_row, kb);
+            if (p.b_evict_first) {
+              ptx::tma_load_3d_hint(smem_b + s * kBBytes, &maps.b_pair, &full_bar[s], 0, b_row, kb, b_policy);
+            } else {
+              ptx::tma_load_3d(smem_b + s * kBBytes, &maps.b_pair, &full_bar[s], 0, b_row, kb);
+            }
+            if (tma_a_scales) {
+              ptx::tma_load_2d(smem_a_scales + s * kAScaleFloats, &maps.a_scale_pair, &full_bar[s], a_row, kb);
+            }
+            kb += kKBlocksPerPair;
+            pos.advance();
+            pos.advance();
+            continue;
+          }
           ptx::mbar_arrive_expect_tx(&full_bar[s], stage_tx_bytes);
           if constexpr (kClusterN > 1) {
             // This CTA's slice of the shared A tile, into every cluster CTA's stage (their full
             // barriers expect the whole tile; their empty barriers, freed by all, allow the write).
             const int slice_row = cta_rank * kARowsPerCta;
-            ptx::tma_load_2d_multicast(smem_a + s * kABytes + slice_row * kBlockK, &tmap_a, &full_bar[s],
+            ptx::tma_load_2d_multicast(smem_a + s * kABytes + slice_row * kBlockK, &maps.a, &full_bar[s],
                                        kb * kBlockK, a_row + slice_row, kClusterMask);
           } else {
-            ptx::tma_load_2d(smem_a + s * kABytes, &tmap_a, &full_bar[s], kb * kBlockK, a_row);
+            ptx::tma_load_2d(smem_a + s * kABytes, &maps.a, &full_bar[s], kb * kBlockK, a_row);
           }
           if (p.b_evict_first) {
-            ptx::tma_load_2d_hint(smem_b + s * kBBytes, &tmap_b, &full_bar[s], kb * kBlockK, b_row, b_policy);
+            ptx::tma_load_2d_hint(smem_b + s * kBBytes, &maps.b, &full_bar[s], kb * kBlockK, b_row, b_policy);
           } else {
-            ptx::tma_load_2d(smem_b + s * kBBytes, &tmap_b, &full_bar[s], kb * kBlockK, b_row);
+            ptx::tma_load_2d(smem_b + s * kBBytes, &maps.b, &full_bar[s], kb * kBlockK, b_row);
           }
           if (tma_a_scales) {
             // The tile's rows of K block kb (rows past M read 0): a row of the [K/128, M] array.
-            ptx::tma_load_2d(smem_scales + s * kScaleFloats, &tmap_a_scale, &full_bar[s], a_row, kb);
+            ptx::tma_load_2d(smem_a_scales + s * kAScaleFloats, &maps.a_scale, &full_bar[s], a_row, kb);
           }
+          ++kb;
+          pos.advance();
         }
         split_barriers();
       }
@@ -481,25 +518,37 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
         // stage's full barrier): A rows lane, lane + 32, ... of the tile, and B scale block nb (or, past
         // N, a fixed address read as zero bytes).
         const int64_t row0 = w.m_blk * kBlockM + lane;
+        // Rows of the tile this lane copies that exist (lane, lane + 32, ... below M): a small count, so
+        // the per-row checks stay 32-bit.
+        const int a_rows = static_cast<int>(p.m - row0 < kBlockM ? p.m - row0 : kBlockM);
         const float* a_src = p.a_scale + row0 * p.a_scale_stride_m + w.kb_begin * p.a_scale_stride_k;
         const float* b_src =
             b_ok ? p.b_scale + nb * p.b_scale_stride_n + w.kb_begin * p.b_scale_stride_k : p.b_scale;
         const int64_t b_step = b_ok ? p.b_scale_stride_k : 0;
         const int64_t a_row_step = hopper::kWarpSize * p.a_scale_stride_m;
+        // 32-bit shared addresses of this lane's first A and B scale slots (the warp runs on the
+        // producer's register budget).
+        const uint32_t a_dst0 = ptx::smem_addr(smem_a_scales + lane);
+        const uint32_t b_dst0 = ptx::smem_addr(smem_b_scales + lane);
+        constexpr uint32_t kFloat = sizeof(float);
+#pragma unroll 1
         for (int kb = w.kb_begin; kb < w.kb_end;
              ++kb, pos.advance(), a_src += p.a_scale_stride_k, b_src += b_step) {
           const int s = pos.stage;
           ptx::mbar_wait(&empty_bar[s], pos.phase ^ 1);
-          float* dst = smem_scales + s * kScaleFloats;
           if (!kTmaScales || !p.a_scale_tma) {
+            const uint32_t dst = a_dst0 + s * kAScaleFloats * kFloat;
             const float* src = a_src;
-#pragma unroll
-            for (int i = 0; i < kBlockM / hopper::kWarpSize; ++i, src += a_row_step) {
-              const bool ok = row0 + i * hopper::kWarpSize < p.m;
-              ptx::cp_async_4(dst + lane + i * hopper::kWarpSize, ok ? src : p.a_scale, ok ? sizeof(float) : 0);
+            // Rolled for 128+-row tiles (this gather is their rare path): unrolled, its hoisted per-row
+            // offsets overflow the producer's registers.
+            constexpr int kRows = kBlockM / hopper::kWarpSize;
+#pragma unroll(kRows <= 2 ? kRows : 1)
+            for (int i = 0; i < kRows; ++i, src += a_row_step) {
+              const bool ok = i * hopper::kWarpSize < a_rows;
+              ptx::cp_async_4(dst + i * hopper::kWarpSize * kFloat, ok ? src : p.a_scale, ok ? kFloat : 0);
             }
           }
-          if (b_lane) ptx::cp_async_4(dst + kAScaleFloats + lane, b_src, b_ok ? sizeof(float) : 0);
+          if (b_lane) ptx::cp_async_4(b_dst0 + s * kBScaleFloats * kFloat, b_src, b_ok ? kFloat : 0);
           ptx::cp_async_mbar_arrive_noinc(&full_bar[s]);
         }
         split_barriers();
@@ -552,12 +601,12 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
         const int sub = t % kStepsPerBlock;
         if (sub == 0 && slab == 0) ptx::mbar_wait(&full_bar[s], load_pos.phase);
         // Scales of this K block (TMA / the scale warp put them in the stage); read now, used after the MMAs.
-        const float* stage_scales = smem_scales + s * kScaleFloats + slab * kAScaleSlabStep;
+        const float* stage_scales = smem_a_scales + s * kAScaleFloats + slab * kAScaleSlabStep;
         scales[kBuf].a0 = stage_scales[a_scale_idx0];
         scales[kBuf].a1 = stage_scales[a_scale_idx1];
 #pragma unroll
         for (int j = 0; j < kMaxScaleBlocks; ++j) {
-          scales[kBuf].b[j] = smem_scales[s * kScaleFloats + kAScaleFloats + j];
+          scales[kBuf].b[j] = smem_b_scales[s * kBScaleFloats + j];
         }
         const uint64_t k_offset = sub * kWgmmasPerStep * hopper::kDescKStep;
         const uint64_t desc_a = desc_a0 + s * kADescStageStep + slab * kADescSlabStep + k_offset;
@@ -701,7 +750,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
       for (int sl = 0; sl < kSlabs; ++sl) {
         const int64_t row0 = slab_row0 + sl * hopper::kWgmmaM;
         if (p.out_tma) {
-          store_tile_by_tma<staging_col_parts(kCfg), store_span_bytes(kCfg)>(acc[sl], p, &tmap_out, smem_out + warpgroup * kStagingBytesPerWG,
+          store_tile_by_tma<staging_col_parts(kCfg), store_span_bytes(kCfg)>(acc[sl], p, &maps.out, smem_out + warpgroup * kStagingBytesPerWG,
                                                      wg_barrier, tid, row0, n0);
         } else {
           store_tile_direct(acc[sl], p, row0 + frag_row0, n0 + frag_col0);

@@ -148,12 +148,22 @@ GEMM_HOST_DEVICE constexpr bool scales_by_tma(const TileConfig& c) { return c.bl
 GEMM_HOST_DEVICE constexpr int a_scale_stage_floats(const TileConfig& c) { return c.block_m; }
 // Per stage, the scales the math warpgroups need for that K block: the A scales above and up to
 // kMaxScaleBlocksPerTile B scales (a BLOCK_N not dividing 128 can straddle up to 3 scale blocks).
+// The ring keeps them in two arrays, [stage][BLOCK_M] and [stage][kMaxScaleBlocksPerTile], so that the
+// A scales of consecutive stages are contiguous: one TMA box fills two (paired loads, below).
 constexpr int kMaxScaleBlocksPerTile = 4;  // 3 used, padded to 16 bytes
 constexpr int kTmaSmemAlign = 128;         // TMA destinations in shared memory
+static_assert(hopper::kWgmmaM * sizeof(float) % kTmaSmemAlign == 0, "every stage's A scales start TMA-aligned");
 GEMM_HOST_DEVICE constexpr int scale_stage_floats(const TileConfig& c) {
-  constexpr int kAlignFloats = kTmaSmemAlign / static_cast<int>(sizeof(float));
-  return (a_scale_stage_floats(c) + kMaxScaleBlocksPerTile + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
+  return a_scale_stage_floats(c) + kMaxScaleBlocksPerTile;
 }
+// The producer loads two K blocks into two consecutive stages with one TMA instruction per operand
+// where it can (a 3-D view of the operand, [K/128][rows][128 bytes]). An SM's TMA unit takes in a
+// stage's lines at a rate set by its instructions more than by its bytes: A and B of a 128x128 tile
+// at 1024x1536x7168 land in 708 cycles a K block one K block an instruction, in 424 two at a time
+// (H200, scripts/cuda/diag_ingest.cu, h200/diag_ingest.jsonl). A-multicast clusters keep one K block
+// an instruction: a CTA's slice of the A tile is not one box of the paired layout.
+constexpr int kKBlocksPerPair = 2;
+GEMM_HOST_DEVICE constexpr bool pairs_loads(const TileConfig& c) { return c.cluster_n == 1; }
 GEMM_HOST_DEVICE constexpr int ring_stage_bytes(const TileConfig& c) {
   return stage_bytes(c) + scale_stage_floats(c) * static_cast<int>(sizeof(float)) + kBarrierBytesPerStage;
 }

@@ -24,6 +24,7 @@ namespace gemm {
 namespace {
 
 using cuda::KernelParams;
+using cuda::TensorMaps;
 using cuda::Plan;
 using cuda::TileConfig;
 using cuda::kTileConfigs;
@@ -119,26 +120,45 @@ std::string launch_repacks(const RepackGroups& repacks, int64_t k, cudaStream_t 
   return {};
 }
 
-// A 2-D tensor map: `inner` x `outer` elements, rows `row_bytes` apart, boxes of box_inner x box_outer.
-std::string encode_2d(const char* name, CUtensorMapDataType type, const void* ptr, int64_t inner, int64_t outer,
-                      int64_t row_bytes, int box_inner, int box_outer, CUtensorMapSwizzle swizzle,
-                      CUtensorMapL2promotion l2_promotion, CUtensorMap& map) {
+// A tensor map of `rank` (2 or 3) dimensions, innermost first: dims[i] elements, dims[i + 1] strided by
+// strides[i] bytes, boxes of box[i] elements.
+std::string encode_tiled(const char* name, CUtensorMapDataType type, const void* ptr, int rank, const int64_t* dims,
+                         const int64_t* strides, const int* box, CUtensorMapSwizzle swizzle,
+                         CUtensorMapL2promotion l2_promotion, CUtensorMap& map) {
   const EncodeTiledFn encode = tensor_map_encoder();
   if (encode == nullptr) {
     return "gemm (CUDA): cuTensorMapEncodeTiled is unavailable from the driver (needs CUDA >= 12.0)";
   }
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(inner), static_cast<cuuint64_t>(outer)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(row_bytes)};
-  const cuuint32_t box[2] = {static_cast<cuuint32_t>(box_inner), static_cast<cuuint32_t>(box_outer)};
-  const cuuint32_t elem_strides[2] = {1, 1};
-  const CUresult r = encode(&map, type, 2, const_cast<void*>(ptr), dims, strides, box, elem_strides,
+  constexpr int kMaxRank = 3;
+  cuuint64_t d[kMaxRank], st[kMaxRank - 1];
+  cuuint32_t b[kMaxRank], elem_strides[kMaxRank];
+  for (int i = 0; i < rank; ++i) {
+    d[i] = static_cast<cuuint64_t>(dims[i]);
+    b[i] = static_cast<cuuint32_t>(box[i]);
+    elem_strides[i] = 1;
+    if (i + 1 < rank) st[i] = static_cast<cuuint64_t>(strides[i]);
+  }
+  const CUresult r = encode(&map, type, static_cast<cuuint32_t>(rank), const_cast<void*>(ptr), d, st, b, elem_strides,
                             CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, l2_promotion, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) {
+    std::string shape;
+    for (int i = rank - 1; i >= 0; --i) {
+      shape += std::to_string(dims[i]) + (i > 0 ? " x " : " elements");
+    }
     return std::string("gemm (CUDA): cuTensorMapEncodeTiled for `") + name + "` failed with CUresult " +
-           std::to_string(static_cast<int>(r)) + " (" + std::to_string(outer) + " rows of " +
-           std::to_string(inner) + " elements, row stride " + std::to_string(row_bytes) + " bytes)";
+           std::to_string(static_cast<int>(r)) + " (" + shape + ", outer strides of " + std::to_string(strides[0]) +
+           (rank > 2 ? " and " + std::to_string(strides[1]) : std::string()) + " bytes)";
   }
   return {};
+}
+
+// A 2-D tensor map: `inner` x `outer` elements, rows `row_bytes` apart, boxes of box_inner x box_outer.
+std::string encode_2d(const char* name, CUtensorMapDataType type, const void* ptr, int64_t inner, int64_t outer,
+                      int64_t row_bytes, int box_inner, int box_outer, CUtensorMapSwizzle swizzle,
+                      CUtensorMapL2promotion l2_promotion, CUtensorMap& map) {
+  const int64_t dims[2] = {inner, outer};
+  const int box[2] = {box_inner, box_outer};
+  return encode_tiled(name, type, ptr, 2, dims, &row_bytes, box, swizzle, l2_promotion, map);
 }
 
 // FP8 operands: 128-byte (one K block) rows of box_rows rows, 128B-swizzled for wgmma.
@@ -146,6 +166,17 @@ std::string encode_operand(const char* name, const Operand& op, int64_t rows, in
                            CUtensorMap& map) {
   return encode_2d(name, CU_TENSOR_MAP_DATA_TYPE_UINT8, op.ptr, k, rows, op.row_bytes, cuda::kBlockK, box_rows,
                    CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, map);
+}
+
+// The same operand as a 3-D view [whole K blocks][rows][128 bytes] whose boxes hold two K blocks of
+// box_rows rows: two consecutive stages of the ring, one TMA instruction (pairs_loads()).
+std::string encode_operand_pairs(const char* name, const Operand& op, int64_t rows, int64_t whole_kblocks,
+                                 int box_rows, CUtensorMap& map) {
+  const int64_t dims[3] = {cuda::kBlockK, rows, whole_kblocks};
+  const int64_t strides[2] = {op.row_bytes, cuda::kBlockK};
+  const int box[3] = {cuda::kBlockK, box_rows, cuda::kKBlocksPerPair};
+  return encode_tiled(name, CU_TENSOR_MAP_DATA_TYPE_UINT8, op.ptr, 3, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B,
+                      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, map);
 }
 
 // ---- A scales as TMA reads them: rows of a [K/128, rows] (M-major) array ----
@@ -196,10 +227,11 @@ std::string launch_scale_copy(const cuda::ScaleCopy& copy, cudaStream_t stream) 
   return {};
 }
 
+// Boxes of box_rows rows x box_kblocks K blocks: [box_kblocks][box_rows] floats in shared memory.
 std::string encode_scales(const char* name, const ScaleOperand& op, int64_t rows, int64_t kblocks,
-                          int box_rows, CUtensorMap& map) {
+                          int box_rows, int box_kblocks, CUtensorMap& map) {
   const int64_t row_bytes = op.ld * static_cast<int64_t>(sizeof(float));
-  return encode_2d(name, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, op.ptr, rows, kblocks, row_bytes, box_rows, 1,
+  return encode_2d(name, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, op.ptr, rows, kblocks, row_bytes, box_rows, box_kblocks,
                    CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE, map);
 }
 
@@ -226,10 +258,6 @@ std::string encode_out(const GemmArgs& args, const TileConfig& cfg, CUtensorMap&
 }
 
 // ---- dispatch: one launcher per row of kTileConfigs ----
-struct TensorMaps {
-  CUtensorMap a, b, a_scale;  // a_scale: only configs with scales_by_tma read it
-  CUtensorMap out;            // only read when KernelParams::out_tma
-};
 using ConfigLauncher = cudaError_t (*)(const TensorMaps&, const KernelParams&, int grid, int cluster_ctas,
                                        cudaStream_t, int* max_clusters);
 
@@ -272,7 +300,7 @@ cudaError_t launch_config(const TensorMaps& maps, const KernelParams& p, int gri
   config.attrs = attrs;
   config.numAttrs = num_attrs;
   if (max_clusters != nullptr) return cudaOccupancyMaxActiveClusters(max_clusters, kernel, &config);
-  return cudaLaunchKernelEx(&config, kernel, maps.a, maps.b, maps.a_scale, maps.out, p);
+  return cudaLaunchKernelEx(&config, kernel, maps, p);
 }
 
 template <size_t... I>
@@ -345,7 +373,18 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
     if (err = prepare_scales("a_scale", args.a_scale, m, kblocks, args.a_scale_stride_m, args.a_scale_stride_k,
                              workspace, scale_copy, sa);
         !err.empty()) return err;
-    if (err = encode_scales("a_scale", sa, m, kblocks, cfg.block_m, maps.a_scale); !err.empty()) return err;
+    if (err = encode_scales("a_scale", sa, m, kblocks, cfg.block_m, 1, maps.a_scale); !err.empty()) return err;
+  }
+  // Paired loads read whole K blocks only: a ragged last one loads alone, zero-filled past K.
+  const int64_t whole_kblocks = k / cuda::kBlockK;
+  const bool pairs = cuda::pairs_loads(cfg) && whole_kblocks >= cuda::kKBlocksPerPair;
+  if (pairs) {
+    if (err = encode_operand_pairs("a", a, m, whole_kblocks, cfg.block_m, maps.a_pair); !err.empty()) return err;
+    if (err = encode_operand_pairs("b", b, n, whole_kblocks, cfg.block_n, maps.b_pair); !err.empty()) return err;
+    if (a_scale_tma) {
+      if (err = encode_scales("a_scale", sa, m, kblocks, cfg.block_m, cuda::kKBlocksPerPair, maps.a_scale_pair);
+          !err.empty()) return err;
+    }
   }
 
   KernelParams p;
@@ -360,6 +399,7 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
   p.b_scale_stride_k = args.b_scale_stride_k;
   p.a_scale_tma = a_scale_tma;
   p.b_evict_first = cuda::b_evict_first(plan);
+  p.pair_kblocks = pairs ? static_cast<int32_t>(whole_kblocks) : 0;
 
   p.out = args.c;
   p.out_ld = args.c_stride_m;
