@@ -17,7 +17,8 @@
 //  - one producer warpgroup (registers given away with setmaxnreg.dec) fills a kStages-deep ring
 //    guarded by full/empty mbarriers: one thread issues the TMA loads of 128B-swizzled A/B tiles
 //    (B under an L2 evict-first policy where the plan streams it: b_evict_first() in gemm_heuristics.h)
-//    (and, for 128+-row tiles whose plan says so, of the K block's M-major A-scale column), one warp
+//    (and, for 128+-row tiles whose plan says so, of the K block's M-major A-scale column) - in long
+//    units on deep rings two K blocks into two stages per instruction (pairs_loads()) - one warp
 //    copies the remaining scales (any strides) into the stage with cp.async, whose completion arrives
 //    on the same full barrier - so scale latency is hidden kStages blocks ahead. Either way a stage
 //    holds one M-major A-scale column, the math warpgroups' only scale layout;
@@ -459,30 +460,10 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
       for (int unit = 0; cta_work_unit(p.sched, sched_cta, sched_grid, k_rank, k_split, unit, w); ++unit) {
         const int32_t a_row = static_cast<int32_t>(w.m_blk * kBlockM);
         const int32_t b_row = static_cast<int32_t>((w.n_blk * kClusterN + cta_rank) * kBlockN);
-        for (int kb = w.kb_begin; kb < w.kb_end;) {
+        // K block kb into the stage at `pos`.
+        auto load_one = [&](int kb) {
           const int s = pos.stage;
           ptx::mbar_wait(&empty_bar[s], pos.phase ^ 1);  // fresh barriers pass parity 1 at once
-          // K blocks kb and kb + 1 into stages s and s + 1 with one instruction per operand. Their bytes
-          // all complete on stage s's barrier, which the math warps wait on first; stage s + 1's barrier
-          // only counts the arrivals (this one and the scale warp's).
-          if (kPairLoads && kb + 1 < w.kb_end && kb + 1 < p.pair_kblocks && s + 1 < kStages) {
-            ptx::mbar_wait(&empty_bar[s + 1], pos.phase ^ 1);
-            ptx::mbar_arrive_expect_tx(&full_bar[s], kKBlocksPerPair * stage_tx_bytes);
-            ptx::mbar_arrive(&full_bar[s + 1]);
-            ptx::tma_load_3d(smem_a + s * kABytes, &maps.a_pair, &full_bar[s], 0, a_row, kb);
-            if (p.b_evict_first) {
-              ptx::tma_load_3d_hint(smem_b + s * kBBytes, &maps.b_pair, &full_bar[s], 0, b_row, kb, b_policy);
-            } else {
-              ptx::tma_load_3d(smem_b + s * kBBytes, &maps.b_pair, &full_bar[s], 0, b_row, kb);
-            }
-            if (tma_a_scales) {
-              ptx::tma_load_2d(smem_a_scales + s * kAScaleFloats, &maps.a_scale_pair, &full_bar[s], a_row, kb);
-            }
-            kb += kKBlocksPerPair;
-            pos.advance();
-            pos.advance();
-            continue;
-          }
           ptx::mbar_arrive_expect_tx(&full_bar[s], stage_tx_bytes);
           if constexpr (kClusterN > 1) {
             // This CTA's slice of the shared A tile, into every cluster CTA's stage (their full
@@ -502,8 +483,43 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
             // The tile's rows of K block kb (rows past M read 0): a row of the [K/128, M] array.
             ptx::tma_load_2d(smem_a_scales + s * kAScaleFloats, &maps.a_scale, &full_bar[s], a_row, kb);
           }
-          ++kb;
           pos.advance();
+        };
+        // K blocks kb and kb + 1 into the stages at `pos` and after it, one instruction per operand.
+        // Their bytes all complete on the first stage's barrier, which the math warps wait on first;
+        // the second stage's barrier only counts the arrivals (this one and the scale warp's).
+        auto load_pair = [&](int kb) {
+          const int s = pos.stage;
+          ptx::mbar_wait(&empty_bar[s], pos.phase ^ 1);
+          ptx::mbar_wait(&empty_bar[s + 1], pos.phase ^ 1);
+          ptx::mbar_arrive_expect_tx(&full_bar[s], kKBlocksPerPair * stage_tx_bytes);
+          ptx::mbar_arrive(&full_bar[s + 1]);
+          ptx::tma_load_3d(smem_a + s * kABytes, &maps.a_pair, &full_bar[s], 0, a_row, kb);
+          if (p.b_evict_first) {
+            ptx::tma_load_3d_hint(smem_b + s * kBBytes, &maps.b_pair, &full_bar[s], 0, b_row, kb, b_policy);
+          } else {
+            ptx::tma_load_3d(smem_b + s * kBBytes, &maps.b_pair, &full_bar[s], 0, b_row, kb);
+          }
+          if (tma_a_scales) {
+            ptx::tma_load_2d(smem_a_scales + s * kAScaleFloats, &maps.a_scale_pair, &full_bar[s], a_row, kb);
+          }
+          pos.advance();
+          pos.advance();
+        };
+        if (kPairLoads && w.kb_end - w.kb_begin >= kMinPairUnitKBlocks) {
+          // A long unit: pairs wherever two whole K blocks of it go to two stages before the ring wraps.
+          // Its first K block loads alone, so that the math starts after one K block's transfer, not two.
+          load_one(w.kb_begin);
+          for (int kb = w.kb_begin + 1; kb < w.kb_end;) {
+            if (kb + 1 < w.kb_end && kb + 1 < p.pair_kblocks && pos.stage + 1 < kStages) {
+              load_pair(kb);
+              kb += kKBlocksPerPair;
+            } else {
+              load_one(kb++);
+            }
+          }
+        } else {
+          for (int kb = w.kb_begin; kb < w.kb_end; ++kb) load_one(kb);
         }
         split_barriers();
       }
@@ -531,7 +547,6 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
         const uint32_t a_dst0 = ptx::smem_addr(smem_a_scales + lane);
         const uint32_t b_dst0 = ptx::smem_addr(smem_b_scales + lane);
         constexpr uint32_t kFloat = sizeof(float);
-#pragma unroll 1
         for (int kb = w.kb_begin; kb < w.kb_end;
              ++kb, pos.advance(), a_src += p.a_scale_stride_k, b_src += b_step) {
           const int s = pos.stage;

@@ -156,14 +156,6 @@ static_assert(hopper::kWgmmaM * sizeof(float) % kTmaSmemAlign == 0, "every stage
 GEMM_HOST_DEVICE constexpr int scale_stage_floats(const TileConfig& c) {
   return a_scale_stage_floats(c) + kMaxScaleBlocksPerTile;
 }
-// The producer loads two K blocks into two consecutive stages with one TMA instruction per operand
-// where it can (a 3-D view of the operand, [K/128][rows][128 bytes]). An SM's TMA unit takes in a
-// stage's lines at a rate set by its instructions more than by its bytes: A and B of a 128x128 tile
-// at 1024x1536x7168 land in 708 cycles a K block one K block an instruction, in 424 two at a time
-// (H200, scripts/cuda/diag_ingest.cu, h200/diag_ingest.jsonl). A-multicast clusters keep one K block
-// an instruction: a CTA's slice of the A tile is not one box of the paired layout.
-constexpr int kKBlocksPerPair = 2;
-GEMM_HOST_DEVICE constexpr bool pairs_loads(const TileConfig& c) { return c.cluster_n == 1; }
 GEMM_HOST_DEVICE constexpr int ring_stage_bytes(const TileConfig& c) {
   return stage_bytes(c) + scale_stage_floats(c) * static_cast<int>(sizeof(float)) + kBarrierBytesPerStage;
 }
@@ -178,11 +170,33 @@ constexpr int kMinStoreChunkCols = hopper::kMinStoreSpanBytes / kStagedOutBytes;
 GEMM_HOST_DEVICE constexpr int staging_bytes(const TileConfig& c, int parts) {
   return num_math_warpgroups(c) * hopper::kWgmmaM * (c.block_n / parts) * kStagedOutBytes;
 }
+// The producer loads two K blocks into two consecutive stages with one TMA instruction per operand
+// where it can (a 3-D view of the operand, [K/128][rows][128 bytes]). An SM's TMA unit takes in lines
+// at a rate set by its instructions more than by its bytes: a 128x128 tile's A and B at 1024x1536x7168
+// land in 708 cycles a K block one K block an instruction, in 424 two at a time (H200, data path alone,
+// scripts/cuda/diag_ingest.cu, h200/diag_ingest.jsonl). But a pair's first stage waits for its second,
+// and the producer refills a stage only once the next one is free too, so pairs pay only in deep rings:
+// on the 4-stage 192x128 and 256x128 rings the GEMM ran 5-17 % slower with them (h200/ab_pairs.jsonl).
+// Nor do they in short units (a tile's K blocks, or a K split's or stream-K range's share of them): with
+// 6+ stages, units of 56 and more K blocks ran 3-6 % faster (1024x1536x7168 27.3 -> 25.8 us,
+// 128x4096x7168 16.7 -> 15.8), units of 28 and fewer up to 6 % slower (64x576x7168 split 4 ways 10.6 ->
+// 11.2, 1024x3072x1536 16.4 -> 17.2) (h200/ab_pf.jsonl).
+// A-multicast clusters keep one K block an instruction: a CTA's slice of the A tile is not one box of
+// the paired layout.
+constexpr int kKBlocksPerPair = 2;
+constexpr int kMinPairStages = 6;
+constexpr int kMinPairUnitKBlocks = 48;
+GEMM_HOST_DEVICE constexpr bool pairs_loads(const TileConfig& c) {
+  constexpr int kMostPairStagingParts = 2;
+  return c.cluster_n == 1 && kMinPairStages * ring_stage_bytes(c) + staging_bytes(c, kMostPairStagingParts) +
+                                     kSmemAlignSlack <= hopper::kMaxSmemPerBlock;
+}
 GEMM_HOST_DEVICE constexpr int staging_col_parts(const TileConfig& c) {
   const int chunks = c.block_n / kMinStoreChunkCols;
+  const int min_stages = pairs_loads(c) ? kMinPairStages : kMinStages;
   int parts = 1;
   while (chunks % (2 * parts) == 0 &&
-         kMinStages * ring_stage_bytes(c) + staging_bytes(c, parts) + kSmemAlignSlack > hopper::kMaxSmemPerBlock) {
+         min_stages * ring_stage_bytes(c) + staging_bytes(c, parts) + kSmemAlignSlack > hopper::kMaxSmemPerBlock) {
     parts *= 2;
   }
   return parts;
@@ -319,6 +333,13 @@ struct Plan {
 };
 
 GEMM_HOST_DEVICE constexpr int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Whether a plan's whole tiles (or K-split shares) are long enough to load in pairs (pairs_loads()):
+// only then does the launcher encode the paired tensor maps and the kernel prefetch them. Its stream-K
+// ranges pair only where they are as long (the kernel checks each unit).
+constexpr bool pairs_planned(const Plan& p) {
+  return pairs_loads(kTileConfigs[p.config]) && p.sched.kblocks / p.sched.k_split >= kMinPairUnitKBlocks;
+}
 
 // Configs with a K-splitting kernel: the 64-row one-CTA tiles, the only ones the calibration found
 // splits paying for. Each has a second instantiation for split plans (fp8_gemm_kernel's kSplitK), so
