@@ -337,10 +337,10 @@ __device__ __forceinline__ void promote(float (&acc)[kAcc], const float (&tmp)[k
   }
 }
 
-template <int kBlockM, int kBlockN, int kClusterN, int kSlabs, bool kSplitK>
-__global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClusterN, kSlabs}), 1)
+template <int kBlockM, int kBlockN, int kClusterN, int kSlabs, bool kPairs, bool kSplitK>
+__global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClusterN, kSlabs, kPairs}), 1)
     fp8_gemm_kernel(const __grid_constant__ TensorMaps maps, const KernelParams p) {
-  constexpr TileConfig kCfg{kBlockM, kBlockN, kClusterN, kSlabs};
+  constexpr TileConfig kCfg{kBlockM, kBlockN, kClusterN, kSlabs, kPairs};
   static_assert(registers_fit(kCfg), "accumulators do not fit the math warpgroups' register budget");
   static_assert(!kSplitK || splits_k(kCfg), "K split on a config without one");
   constexpr int kStages = num_stages(kCfg);
@@ -357,6 +357,8 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
   constexpr int kAScaleFloats = a_scale_stage_floats(kCfg);
   constexpr int kBScaleFloats = kMaxScaleBlocksPerTile;
   constexpr bool kPairLoads = pairs_loads(kCfg);
+  static_assert(!kPairLoads || (kClusterN == 1 && kStages >= kMinPairStages),
+                "paired loads need one CTA (no A slices) and a deep ring");
   using Mma = WgmmaFp8<kBlockN>;
   constexpr int kAcc = Mma::kAccRegs;
   static_assert(kBlockM % kWgRows == 0 && kBlockN % hopper::kWgmmaNAlign == 0 &&

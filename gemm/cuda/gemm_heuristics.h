@@ -28,6 +28,9 @@ struct TileConfig {
   // temporary: a 256-row tile from two warpgroups whose registers could not hold four 64 x 128
   // fragments each.
   int slabs = 1;
+  // Long units load two K blocks per TMA instruction (pairs_loads() below), on a ring of at least
+  // kMinPairStages stages.
+  bool pairs = false;
 };
 constexpr int kMaxClusterN = 2;
 
@@ -41,8 +44,12 @@ constexpr int kMaxClusterN = 2;
 // 256x128 (two math warpgroups of two slabs each) wins where its tile count fits the SMs better
 // (6144x576x7168: one wave, 61.6 -> 50.1 us against 128x128) and loses to 192x128 per K block on large
 // shapes (h200/ab_slabs.jsonl); in 2-CTA clusters it never won (h200/ab_slabs_cluster.jsonl).
+// The last row is 128x128 with paired loads: the planner runs it in place of 128x128 where the units are
+// long (choose_plan): its sixth stage costs a two-round epilogue, which short-K shapes pay for
+// (paired_twin()).
 inline constexpr TileConfig kTileConfigs[] = {
-    {64, 64}, {64, 96}, {64, 128}, {128, 128}, {192, 128}, {128, 128, 2}, {256, 128, 1, 2},
+    {64, 64, 1, 1, true}, {64, 96, 1, 1, true}, {64, 128, 1, 1, true}, {128, 128}, {192, 128}, {128, 128, 2},
+    {256, 128, 1, 2},     {128, 128, 1, 1, true},
 };
 inline constexpr int kNumTileConfigs = sizeof(kTileConfigs) / sizeof(kTileConfigs[0]);
 
@@ -178,19 +185,17 @@ GEMM_HOST_DEVICE constexpr int staging_bytes(const TileConfig& c, int parts) {
 // and the producer refills a stage only once the next one is free too, so pairs pay only in deep rings:
 // on the 4-stage 192x128 and 256x128 rings the GEMM ran 5-17 % slower with them (h200/ab_pairs.jsonl).
 // Nor do they in short units (a tile's K blocks, or a K split's or stream-K range's share of them): with
-// 6+ stages, units of 56 and more K blocks ran 3-6 % faster (1024x1536x7168 27.3 -> 25.8 us,
-// 128x4096x7168 16.7 -> 15.8), units of 28 and fewer up to 6 % slower (64x576x7168 split 4 ways 10.6 ->
-// 11.2, 1024x3072x1536 16.4 -> 17.2) (h200/ab_pf.jsonl).
+// 6+ stages, units of 56 and more K blocks ran 4-8 % faster (1024x1536x7168 27.4 -> 25.5 us,
+// 128x4096x7168 16.9 -> 15.9, 1024x512x7168 15.8 -> 14.6), units of 28 and fewer up to 6 % slower
+// (64x576x7168 split 4 ways 10.6 -> 11.2) (h200/ab_pf.jsonl, ab_pf5.jsonl). So the configs that pair are
+// the 64-row ones (8-13 stages) and a 128x128 twin whose epilogue is staged in two column rounds to make
+// room for a sixth stage; the producer pairs only units of kMinPairUnitKBlocks and more.
 // A-multicast clusters keep one K block an instruction: a CTA's slice of the A tile is not one box of
 // the paired layout.
 constexpr int kKBlocksPerPair = 2;
 constexpr int kMinPairStages = 6;
 constexpr int kMinPairUnitKBlocks = 48;
-GEMM_HOST_DEVICE constexpr bool pairs_loads(const TileConfig& c) {
-  constexpr int kMostPairStagingParts = 2;
-  return c.cluster_n == 1 && kMinPairStages * ring_stage_bytes(c) + staging_bytes(c, kMostPairStagingParts) +
-                                     kSmemAlignSlack <= hopper::kMaxSmemPerBlock;
-}
+GEMM_HOST_DEVICE constexpr bool pairs_loads(const TileConfig& c) { return c.pairs; }
 GEMM_HOST_DEVICE constexpr int staging_col_parts(const TileConfig& c) {
   const int chunks = c.block_n / kMinStoreChunkCols;
   const int min_stages = pairs_loads(c) ? kMinPairStages : kMinStages;
@@ -334,11 +339,30 @@ struct Plan {
 
 GEMM_HOST_DEVICE constexpr int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Whether a plan's whole tiles (or K-split shares) are long enough to load in pairs (pairs_loads()):
-// only then does the launcher encode the paired tensor maps and the kernel prefetch them. Its stream-K
-// ranges pair only where they are as long (the kernel checks each unit).
-constexpr bool pairs_planned(const Plan& p) {
-  return pairs_loads(kTileConfigs[p.config]) && p.sched.kblocks / p.sched.k_split >= kMinPairUnitKBlocks;
+// Whether a plan's whole tiles (or K-split shares) are long enough to load in pairs: only then does the
+// launcher encode the paired tensor maps and the kernel prefetch them (a config that pairs_loads()).
+// Its stream-K ranges pair only where they are as long (the kernel checks each unit).
+constexpr bool long_units(const Plan& p) { return p.sched.kblocks / p.sched.k_split >= kMinPairUnitKBlocks; }
+constexpr bool pairs_planned(const Plan& p) { return pairs_loads(kTileConfigs[p.config]) && long_units(p); }
+
+// The config with the same tiles and cluster that loads in pairs, for one that does not (-1: none).
+constexpr bool same_tiles(const TileConfig& a, const TileConfig& b) {
+  return a.block_m == b.block_m && a.block_n == b.block_n && a.cluster_n == b.cluster_n && a.slabs == b.slabs;
+}
+constexpr int paired_twin(int config) {
+  for (int i = 0; i < kNumTileConfigs; ++i) {
+    if (!kTileConfigs[config].pairs && kTileConfigs[i].pairs && same_tiles(kTileConfigs[i], kTileConfigs[config])) {
+      return i;
+    }
+  }
+  return -1;
+}
+// A paired twin: the planner scores its tiles as the config it twins and swaps it in (choose_plan).
+constexpr bool is_paired_twin(int config) {
+  for (int i = 0; i < kNumTileConfigs; ++i) {
+    if (paired_twin(i) == config) return true;
+  }
+  return false;
 }
 
 // Configs with a K-splitting kernel: the 64-row one-CTA tiles, the only ones the calibration found
@@ -472,7 +496,7 @@ inline bool k_split_planned(const Plan& p, const GpuSlots& gpu) {
 }
 
 // The cheapest plan under the model; ties keep the earlier (smaller) config, whole tiles before stream-K
-// before a K split, smaller splits first.
+// before a K split, smaller splits first. Paired twins are not scored themselves (see kTileConfigs).
 inline Plan choose_plan(int64_t m, int64_t n, int64_t k, const GpuSlots& gpu, int out_bytes) {
   Plan best;
   best.fits = false;
@@ -494,6 +518,7 @@ inline Plan choose_plan(int64_t m, int64_t n, int64_t k, const GpuSlots& gpu, in
   };
   const bool splits = k_splits_planned(m, n, gpu);
   for (int cfg = 0; cfg < kNumTileConfigs; ++cfg) {
+    if (is_paired_twin(cfg)) continue;
     consider(make_plan(cfg, false, 1, m, n, k, gpu, out_bytes));
     const Plan sk = make_plan(cfg, true, 1, m, n, k, gpu, out_bytes);
     if (sk.stream_k()) consider(sk);  // whole waves: the same as the whole-tile plan
@@ -502,6 +527,8 @@ inline Plan choose_plan(int64_t m, int64_t n, int64_t k, const GpuSlots& gpu, in
       if (p.fits && k_split_planned(p, gpu)) consider(p);
     }
   }
+  // The same schedule on the twin that loads in pairs, where the units are long enough for pairs to pay.
+  if (const int twin = paired_twin(best.config); twin >= 0 && long_units(best)) best.config = twin;
   return best;
 }
 

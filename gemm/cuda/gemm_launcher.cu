@@ -271,9 +271,9 @@ cudaError_t launch_config(const TensorMaps& maps, const KernelParams& p, int gri
   constexpr TileConfig c = kTileConfigs[I];
   // K-split plans (and the occupancy of split clusters) take the config's K-splitting instantiation.
   const bool split = cluster_ctas > c.cluster_n;
-  auto* kernel = &cuda::fp8_gemm_kernel<c.block_m, c.block_n, c.cluster_n, c.slabs, false>;
+  auto* kernel = &cuda::fp8_gemm_kernel<c.block_m, c.block_n, c.cluster_n, c.slabs, c.pairs, false>;
   if constexpr (cuda::splits_k(c)) {
-    if (split) kernel = &cuda::fp8_gemm_kernel<c.block_m, c.block_n, c.cluster_n, c.slabs, true>;
+    if (split) kernel = &cuda::fp8_gemm_kernel<c.block_m, c.block_n, c.cluster_n, c.slabs, c.pairs, true>;
   }
   if (split && !cuda::splits_k(c)) return cudaErrorInvalidConfiguration;
   constexpr int smem = cuda::smem_bytes(c);

@@ -75,10 +75,11 @@ def plans(shapes: list[tuple[int, int, int]], constants: dict[str, str], work: P
     out = subprocess.run([str(probe), str(SMS)], input="\n".join(f"{m} {n} {k}" for m, n, k in shapes),
                          capture_output=True, text=True, check=True).stdout
     chosen = {}
-    for line in out.splitlines()[1:]:  # "m n k config block_m block_n stream_k ... k_split b_evict_first"
+    for line in out.splitlines()[1:]:  # "m n k config block_m block_n stream_k ... k_split b_evict_first scored"
         f = line.split()
         split = int(f[13])
-        chosen[(int(f[0]), int(f[1]), int(f[2]))] = f"{f[3]}/{f[6]}" + (f"/{split}" if split > 1 else "")
+        # The scored config: a paired twin runs its twin's plan, and the fit data times that plan.
+        chosen[(int(f[0]), int(f[1]), int(f[2]))] = f"{f[15]}/{f[6]}" + (f"/{split}" if split > 1 else "")
     return chosen
 
 

@@ -3,8 +3,10 @@
 // on stdin; argument 1: SM count (2-CTA cluster slots: half of it).
 //   plan_probe SMS         prints the chosen plan per shape:
 //                          "m n k config block_m block_n stream_k grid dp_tiles sk_tiles sk_ctas cluster_n
-//                          a_scale_gather k_split" (grid in clusters, tiles in cluster tiles of BLOCK_M x
-//                          cluster_n * BLOCK_N; a_scale_gather: a 128+-row tile gathers row-major A scales)
+//                          a_scale_gather k_split b_evict_first scored" (grid in clusters, tiles in cluster
+//                          tiles of BLOCK_M x cluster_n * BLOCK_N; a_scale_gather: a 128+-row tile gathers
+//                          row-major A scales; scored: the config whose plan the planner scored, which a
+//                          paired twin runs in its place)
 //   plan_probe SMS --walk  for every config, whole-tile, stream-K and K-split plans, walks every CTA's work
 //                          units as the kernel does (every rank of a K split) and checks the shares and
 //                          the stream-K hand-off: each (tile, K block)
@@ -152,9 +154,13 @@ int main(int argc, char** argv) {
     }
     const Plan p = choose_plan(m, n, k, gpu, 2);
     const TileConfig& c = kTileConfigs[p.config];
-    std::printf("%lld %lld %lld %d %d %d %d %d %d %d %d %d %d %d %d\n", m, n, k, p.config, c.block_m, c.block_n,
+    int scored = p.config;  // a paired twin runs the plan scored for the config it twins
+    for (int i = 0; i < kNumTileConfigs; ++i) {
+      if (paired_twin(i) == p.config) scored = i;
+    }
+    std::printf("%lld %lld %lld %d %d %d %d %d %d %d %d %d %d %d %d %d\n", m, n, k, p.config, c.block_m, c.block_n,
                 p.stream_k() ? 1 : 0, p.grid, p.sched.dp_tiles, p.sched.sk_tiles, p.sched.sk_ctas, c.cluster_n,
-                scales_by_tma(c) && gather_a_scales(p) ? 1 : 0, p.sched.k_split, b_evict_first(p) ? 1 : 0);
+                scales_by_tma(c) && gather_a_scales(p) ? 1 : 0, p.sched.k_split, b_evict_first(p) ? 1 : 0, scored);
   }
   if (walk_mode) std::printf("walked %d plans, %d failures\n", walked, failures);
   return failures == 0 ? 0 : 1;

@@ -57,7 +57,7 @@ def test_config_shapes_cover_every_tile_config(probe):
 
 def test_plans_are_valid(probe):
     _, rows = plans(probe, CONFIG_SHAPES + RAGGED_SHAPES + [(16384, 16384, 128), (1, 32768, 16384)])
-    for m, n, k, cfg, bm, bn, stream_k, grid, dp_tiles, sk_tiles, sk_ctas, cn, _, k_split, _ in rows:
+    for m, n, k, cfg, bm, bn, stream_k, grid, dp_tiles, sk_tiles, sk_ctas, cn, _, k_split, _, _ in rows:
         assert bn % 8 == 0 and bm % 64 == 0 and bn <= 256 and cn in (1, 2), (m, n, k, bm, bn, cn)
         assert 1 <= grid * cn * k_split <= H200_SMS, (m, n, k, grid, cn, k_split)
         assert k_split == 1 or (cn == 1 and not stream_k and -(-k // 128) >= 4 * k_split), (m, n, k, k_split)
