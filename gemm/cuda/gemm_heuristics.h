@@ -357,13 +357,15 @@ constexpr int paired_twin(int config) {
   }
   return -1;
 }
-// A paired twin: the planner scores its tiles as the config it twins and swaps it in (choose_plan).
-constexpr bool is_paired_twin(int config) {
+// The config whose plans the planner scores for `config`: the one a paired twin stands in for (choose_plan
+// swaps the twin in), else `config` itself.
+constexpr int scored_config(int config) {
   for (int i = 0; i < kNumTileConfigs; ++i) {
-    if (paired_twin(i) == config) return true;
+    if (paired_twin(i) == config) return i;
   }
-  return false;
+  return config;
 }
+constexpr bool is_paired_twin(int config) { return scored_config(config) != config; }
 
 // Configs with a K-splitting kernel: the 64-row one-CTA tiles, the only ones the calibration found
 // splits paying for. Each has a second instantiation for split plans (fp8_gemm_kernel's kSplitK), so

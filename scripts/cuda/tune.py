@@ -193,6 +193,15 @@ def check(be: Backend) -> list[str]:
                 x = make(m, n, k)
                 report(f"config {be.configs[cfg]} stream_k {int(sk)} {m}x{n}x{k}",
                        *close(be.gemm(*x, config=cfg, stream_k=sk), reference(*x)))
+    # Units long enough to load two K blocks a TMA instruction (kMinPairUnitKBlocks), with ragged M, N
+    # and K (the last, partial K block loads alone), on every config (those without paired loads run
+    # their single loads on the same shapes).
+    for cfg, (bm, bn, _) in enumerate(be.configs):
+        for sk in (False, True):
+            for m, n, k in [(bm * 3 + 5, bn * 5 - 24, 7056), (77, 520, 7056)]:
+                x = make(m, n, k)
+                report(f"config {be.configs[cfg]} stream_k {int(sk)} {m}x{n}x{k}",
+                       *close(be.gemm(*x, config=cfg, stream_k=sk), reference(*x)))
     m, n, k = 256, 384, 1536
     a, b, a_s, b_s = make(m, n, k)
     ref = reference(a, b, a_s, b_s)

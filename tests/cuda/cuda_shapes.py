@@ -37,6 +37,12 @@ RAGGED_SHAPES = [
     (129, 320, 1152),
     (300, 2112, 1000),
     (1030, 8224, 576),
+    # Long K: paired loads (two K blocks a TMA instruction) up to the last whole K block, then the partial
+    # one alone; ragged M and N in the 3-D boxes. 64x64 tiles, and the 128x128 paired twin with and
+    # without the K-major repack (K % 16 != 0).
+    (120, 3000, 7056),
+    (1030, 1500, 7056),
+    (900, 1536, 7100),
 ]
 
 # Shapes whose plans use 128+-row tiles, whose A scales TMA loads in place if M-major with 16-byte

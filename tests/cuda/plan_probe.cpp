@@ -154,13 +154,9 @@ int main(int argc, char** argv) {
     }
     const Plan p = choose_plan(m, n, k, gpu, 2);
     const TileConfig& c = kTileConfigs[p.config];
-    int scored = p.config;  // a paired twin runs the plan scored for the config it twins
-    for (int i = 0; i < kNumTileConfigs; ++i) {
-      if (paired_twin(i) == p.config) scored = i;
-    }
     std::printf("%lld %lld %lld %d %d %d %d %d %d %d %d %d %d %d %d %d\n", m, n, k, p.config, c.block_m, c.block_n,
                 p.stream_k() ? 1 : 0, p.grid, p.sched.dp_tiles, p.sched.sk_tiles, p.sched.sk_ctas, c.cluster_n,
-                scales_by_tma(c) && gather_a_scales(p) ? 1 : 0, p.sched.k_split, b_evict_first(p) ? 1 : 0, scored);
+                scales_by_tma(c) && gather_a_scales(p) ? 1 : 0, p.sched.k_split, b_evict_first(p) ? 1 : 0, scored_config(p.config));
   }
   if (walk_mode) std::printf("walked %d plans, %d failures\n", walked, failures);
   return failures == 0 ? 0 : 1;
