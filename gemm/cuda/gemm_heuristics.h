@@ -46,7 +46,7 @@ constexpr int kMaxClusterN = 2;
 // shapes (h200/ab_slabs.jsonl); in 2-CTA clusters it never won (h200/ab_slabs_cluster.jsonl).
 // The last row is 128x128 with paired loads: the planner runs it in place of 128x128 where the units are
 // long (choose_plan): its sixth stage costs a two-round epilogue, which short-K shapes pay for
-// (paired_twin()).
+// (paired_twin()). 128x96 with paired loads was no better (h200/ab_n96.jsonl).
 inline constexpr TileConfig kTileConfigs[] = {
     {64, 64, 1, 1, true}, {64, 96, 1, 1, true}, {64, 128, 1, 1, true}, {128, 128}, {192, 128}, {128, 128, 2},
     {256, 128, 1, 2},     {128, 128, 1, 1, true},
@@ -171,7 +171,8 @@ constexpr int kMinStages = 4;  // fewer cannot cover the TMA latency of a K bloc
 // and stored by TMA while the next tile's K blocks already run (fp32 outputs and stream-K partials are
 // stored from registers instead). A slab leaves in staging_col_parts() rounds of BLOCK_N / parts
 // columns, more than one only where whole slabs would leave fewer than kMinStages stages (256x128:
-// 16 KB of staging instead of 32). A multiple of 1024 bytes for every config (BLOCK_N % 16 == 0).
+// 16 KB of staging instead of 32), or fewer than kMinPairStages in a config that pairs its loads (the
+// 128x128 twin). A multiple of 1024 bytes for every config (BLOCK_N % 16 == 0).
 constexpr int kStagedOutBytes = 2;
 constexpr int kMinStoreChunkCols = hopper::kMinStoreSpanBytes / kStagedOutBytes;
 GEMM_HOST_DEVICE constexpr int staging_bytes(const TileConfig& c, int parts) {
