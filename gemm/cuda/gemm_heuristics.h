@@ -196,6 +196,7 @@ GEMM_HOST_DEVICE constexpr int staging_bytes(const TileConfig& c, int parts) {
 constexpr int kKBlocksPerPair = 2;
 constexpr int kMinPairStages = 6;
 constexpr int kMinPairUnitKBlocks = 48;
+static_assert(kMinPairUnitKBlocks > kKBlocksPerPair, "a paired plan has whole K blocks to pair");
 GEMM_HOST_DEVICE constexpr bool pairs_loads(const TileConfig& c) { return c.pairs; }
 GEMM_HOST_DEVICE constexpr int staging_col_parts(const TileConfig& c) {
   const int chunks = c.block_n / kMinStoreChunkCols;

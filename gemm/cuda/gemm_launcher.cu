@@ -375,9 +375,10 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
         !err.empty()) return err;
     if (err = encode_scales("a_scale", sa, m, kblocks, cfg.block_m, 1, maps.a_scale); !err.empty()) return err;
   }
-  // Paired loads read whole K blocks only: a ragged last one loads alone, zero-filled past K.
+  // Paired loads read whole K blocks only (a plan pairs only with kMinPairUnitKBlocks of them): a ragged
+  // last one loads alone, zero-filled past K.
   const int64_t whole_kblocks = k / cuda::kBlockK;
-  const bool pairs = cuda::pairs_planned(plan) && whole_kblocks >= cuda::kKBlocksPerPair;
+  const bool pairs = cuda::pairs_planned(plan);
   if (pairs) {
     if (err = encode_operand_pairs("a", a, m, whole_kblocks, cfg.block_m, maps.a_pair); !err.empty()) return err;
     if (err = encode_operand_pairs("b", b, n, whole_kblocks, cfg.block_n, maps.b_pair); !err.empty()) return err;

@@ -60,15 +60,6 @@ struct Args {
   int* kblocks;       // per CTA: K blocks landed after the first stage
 };
 
-__device__ __forceinline__ void tma_load_3d(void* dst, const CUtensorMap* map, uint64_t* bar, int32_t c0, int32_t c1,
-                                            int32_t c2) {
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
-      " [%0], [%1, {%3, %4, %5}], [%2];" ::"r"(ptx::smem_addr(dst)),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(ptx::smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2)
-      : "memory");
-}
-
 // `rows` rows of one operand's K blocks [kb0, kb0 + kpi) by TMA, `box` rows an instruction:
 // [rows / box][kpi][box][128] at dst.
 __device__ __forceinline__ void tma_operand(uint8_t* dst, const CUtensorMap* map, uint64_t* bar, int kpi,
@@ -77,7 +68,7 @@ __device__ __forceinline__ void tma_operand(uint8_t* dst, const CUtensorMap* map
     if (kpi == 1) {
       ptx::tma_load_2d(dst + r * kBlockK, map, bar, kb0 * kBlockK, row0 + r);
     } else {
-      tma_load_3d(dst + r * kpi * kBlockK, map, bar, 0, row0 + r, kb0);
+      ptx::tma_load_3d(dst + r * kpi * kBlockK, map, bar, 0, row0 + r, kb0);
     }
   }
 }
