@@ -5,7 +5,8 @@
 #
 #   here:    bash scripts/cuda/ab_patches.sh build PATCH...
 #            builds the tune_shim of this tree (.exp/lib_base.so) and, for each patch, of a copy of the
-#            tree with the patch applied (.exp/lib_<patch name>.so); fails on any ptxas spill.
+#            tree with the patch applied (.exp/lib_<patch name>.so), replacing earlier builds; fails on a
+#            patch that does not apply and on any ptxas spill.
 #   H200:    carry [".exp"], command "bash scripts/cuda/ab_patches.sh run [ab.py options] M,N,K ...",
 #            timeout_s 600
 #            tune.py --check on every patched build (every config, whole tiles and stream-K, ragged
@@ -15,6 +16,7 @@
 #            not time a build whose result is wrong.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+CALLER_DIR="$PWD"  # patch paths are the caller's
 cd "$ROOT"
 LIBS=.exp
 
@@ -37,18 +39,25 @@ case "${1:-}" in
     [ $# -gt 0 ] || { echo "usage: $0 build PATCH..."; exit 2; }
     mkdir -p "$LIBS"
     rm -f "$LIBS"/lib_*.so
+    trees="$(mktemp -d)"
+    trap 'rm -rf "$trees"' EXIT
+    for patch in "$@"; do  # every patch applied before anything builds
+      tree="$trees/$(basename "$patch" .patch)"
+      mkdir -p "$tree/scripts"
+      cp -r gemm "$tree/" && cp -r scripts/cuda "$tree/scripts/"
+      (cd "$tree" && git apply -p1 "$(cd "$CALLER_DIR" && realpath "$patch")") \
+        || { echo "$patch does not apply to this tree"; exit 1; }
+    done
     pids=()
     build_shim . "$LIBS/lib_base.so" & pids+=($!)
-    for patch in "$@"; do
-      name="$(basename "$patch" .patch)"
-      tree="$(mktemp -d)"
-      cp -r gemm "$tree/"
-      mkdir -p "$tree/scripts" && cp -r scripts/cuda "$tree/scripts/"
-      (cd "$tree" && git apply -p1 "$ROOT/$patch") || { echo "$patch does not apply to this tree"; exit 1; }
+    for tree in "$trees"/*; do
       # Its tile table may differ from the base's: keep each library's inline table its own (see ab.py).
-      build_shim "$tree" "$LIBS/lib_$name.so" -Xcompiler -fno-gnu-unique -Xlinker -Bsymbolic & pids+=($!)
+      build_shim "$tree" "$LIBS/lib_$(basename "$tree").so" -Xcompiler -fno-gnu-unique -Xlinker -Bsymbolic &
+      pids+=($!)
     done
-    for pid in "${pids[@]}"; do wait "$pid"; done
+    failed=0
+    for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+    exit "$failed"
     ;;
   run)
     shift
