@@ -6,7 +6,7 @@ import torch
 
 from .shapes import LAYOUT_CHALLENGE, Shape
 
-# The DeepSeek-V3 block sizes (gemm/gemm_launcher.h: kScaleBlockK, kScaleBlockN).
+# The DeepSeek-V3 block sizes (gemm/gemm_contract.h: kScaleBlockK, kScaleBlockN).
 SCALE_BLOCK_K = 128
 SCALE_BLOCK_N = 128
 

@@ -26,7 +26,7 @@
 #include <cstdint>
 
 #include "cdna3_mfma_layout.h"
-#include "gemm_launcher.h"
+#include "gemm_contract.h"
 #include "rocm_config.h"
 
 namespace gemm::rocm {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "gemm_kernel.h"
-#include "gemm_launcher.h"
+#include "gemm_contract.h"
 #include "reduce_kernel.h"
 #include "rocm_config.h"
 #include "transpose_kernel.h"

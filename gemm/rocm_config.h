@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "cdna3_mfma_layout.h"
-#include "gemm_launcher.h"
+#include "gemm_contract.h"
 
 namespace gemm::rocm {
 

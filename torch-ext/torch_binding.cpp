@@ -2,7 +2,7 @@
 //
 // The binding is the only place that validates: backends may assume m, n, k >= 1, consistent shapes,
 // supported dtypes, one device, non-null pointers and one of the two dense layouts per operand
-// (see gemm/gemm_launcher.h). Every violated precondition becomes a Python exception that names the
+// (see gemm/gemm_contract.h). Every violated precondition becomes a Python exception that names the
 // argument, the expected and the actual value.
 #include "torch_binding.h"
 
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "gemm/gemm_launcher.h"
+#include "gemm/gemm_contract.h"
 #include "registration.h"
 
 #if defined(CUDA_KERNEL) || defined(ROCM_KERNEL)

@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "gemm/gemm_launcher.h"
+#include "../gemm_contract.h"
 
 namespace gemm::cpu {
 

@@ -1,4 +1,4 @@
-// CPU backend of gemm::gemm_launch (see ../gemm_launcher.h for the contract).
+// CPU backend of gemm::gemm_launch (see ../gemm_contract.h for the contract).
 //
 // Numerics (the recipe, in this order): for every 128-wide K block kb,
 //   partial[m, n] = sum_k decode(A[m, k]) * decode(B[n, k])       (fp32, k ascending)
@@ -14,7 +14,7 @@
 // it at a time into a packed panel ([k][kNR] per strip, hot in L1/L2) and reuses it for every row
 // tile of the chunk. The micro-kernel keeps a kMR x kNR partial product in vector registers for one
 // K block, then promotes it into the task's fp32 accumulator tile with the per-row scale.
-#include "gemm/gemm_launcher.h"
+#include "../gemm_contract.h"
 
 #include <ATen/Parallel.h>
 #include <c10/util/BFloat16.h>

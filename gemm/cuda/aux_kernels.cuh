@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "../gemm_launcher.h"
+#include "../gemm_contract.h"
 #include "hopper_layout.h"
 #include "hopper_ptx.h"
 

@@ -47,7 +47,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "../gemm_launcher.h"
+#include "../gemm_contract.h"
 #include "gemm_heuristics.h"
 #include "hopper_layout.h"
 #include "hopper_ptx.h"

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "../gemm_launcher.h"
+#include "../gemm_contract.h"
 #include "gemm_heuristics.h"
 
 namespace gemm::cuda {

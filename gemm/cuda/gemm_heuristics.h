@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "../gemm_launcher.h"
+#include "../gemm_contract.h"
 #include "hopper_layout.h"
 #include "tile_scheduler.h"
 

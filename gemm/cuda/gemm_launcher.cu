@@ -1,4 +1,4 @@
-// CUDA sm_90a implementation of gemm::gemm_launch (see gemm/gemm_launcher.h).
+// CUDA sm_90a implementation of gemm::gemm_launch (see gemm/gemm_contract.h).
 //
 // Per call: pick a plan (gemm_heuristics.h), make A and B TMA-readable (repack into workspace only
 // when their layout needs it, both in one launch where they share a loader), encode the tensor maps,
@@ -13,7 +13,7 @@
 #include <string>
 #include <utility>
 
-#include "../gemm_launcher.h"
+#include "../gemm_contract.h"
 #include "aux_kernels.cuh"
 #include "fp8_gemm_kernel.cuh"
 #include "gemm_heuristics.h"

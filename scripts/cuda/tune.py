@@ -37,7 +37,7 @@ CH = [(m, n, k) for m in (1024, 6144) for n, k in
 BIG = [(8192, 8192, 8192), (6144, 7168, 4608)]
 
 
-class GemmArgs(ctypes.Structure):  # mirrors gemm::GemmArgs (gemm/gemm_launcher.h)
+class GemmArgs(ctypes.Structure):  # mirrors gemm::GemmArgs (gemm/gemm_contract.h)
     _fields_ = [(name, ctypes.c_int64) for name in ("m", "n", "k")] + [
         ("a", ctypes.c_void_p), ("a_stride_m", ctypes.c_int64), ("a_stride_k", ctypes.c_int64),
         ("b", ctypes.c_void_p), ("b_stride_n", ctypes.c_int64), ("b_stride_k", ctypes.c_int64),

@@ -7,7 +7,7 @@ same byte read as fn (subnormals included), which is what makes the conversion a
 
 import torch
 
-# One scale per 128 K elements (a and b) and per 128 N rows (b); mirrors gemm/gemm_launcher.h.
+# One scale per 128 K elements (a and b) and per 128 N rows (b); mirrors gemm/gemm_contract.h.
 SCALE_BLOCK_K = 128
 SCALE_BLOCK_N = 128
 

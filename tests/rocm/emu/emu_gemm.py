@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import torch
 
-BLOCK = 128  # kScaleBlockK == kScaleBlockN (gemm/gemm_launcher.h)
+BLOCK = 128  # kScaleBlockK == kScaleBlockN (gemm/gemm_contract.h)
 FP8_FORMAT = {torch.float8_e4m3fn: 0, torch.float8_e4m3fnuz: 1}
 OUT_FORMAT = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2}
 NAN_BYTE = {torch.float8_e4m3fn: 0x7F, torch.float8_e4m3fnuz: 0x80}

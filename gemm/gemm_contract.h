@@ -1,4 +1,4 @@
-// The one launcher API every backend implements (ROCm: gemm_launcher.hip, CUDA: cuda/, CPU: cpu/).
+// The contract every backend implements: one launch function (ROCm: gemm_launcher.hip, CUDA: cuda/gemm_launcher.cu, CPU: cpu/gemm_launcher.cpp).
 //
 // C[m, n] = sum_k (A[m, k] * As[m, k / 128]) * (B[n, k] * Bs[n / 128, k / 128]),
 // with the partial sum of each 128-wide K block promoted into an fp32 accumulator once,
