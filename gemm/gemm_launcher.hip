@@ -1,4 +1,4 @@
-// ROCm gfx942 implementation of gemm::gemm_launch: pick a config (rocm_config.h), stage operands the
+// ROCm gfx942 implementation of gemm::gemm_launch: pick a config (rocm_planner.h), stage operands the
 // kernel cannot read directly into workspace, launch the GEMM (and the split-K reduce) on `stream`.
 // Never synchronizes, allocates only through Workspace, returns errors as strings.
 #include <hip/hip_runtime.h>
@@ -10,11 +10,11 @@
 #include <utility>
 #include <vector>
 
-#include "gemm_kernel.h"
 #include "gemm_contract.h"
-#include "reduce_kernel.h"
-#include "rocm_config.h"
-#include "transpose_kernel.h"
+#include "rocm_gemm_kernel.h"
+#include "rocm_planner.h"
+#include "rocm_reduce_kernel.h"
+#include "rocm_transpose_kernel.h"
 
 namespace gemm::rocm {
 

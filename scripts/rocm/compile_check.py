@@ -5,7 +5,7 @@ For each HIP source: a host+device object and device-only assembly with clang-19
 scripts/rocm/setup_toolchain.sh (-std=c++20 -Wall -Werror -O3); the assembly must select the FP8
 MFMA instructions the kernel is written for; every kernel's resources (-Rpass-analysis=
 kernel-resource-usage) must meet its target: no scratch, no VGPR spill, LDS <= 64 KiB, and for a GEMM
-tile the LDS and VGPR+AGPR budget that rocm_config.h designs for (read from the header through a
+tile the LDS and VGPR+AGPR budget that rocm_tile_configs.h designs for (read from the header through a
 tiny C++ program, not restated here). The object is also built as C++17 (kernel-builder's standard
 before torch 2.12). Compiling for gfx90a must fail for want of fp8-insts, which
 shows the check depends on the target. Prints a resource table and closes with `N passed, M failed`.
@@ -36,7 +36,7 @@ GEMM_KERNEL = re.compile(r"gemm_fp8_kernelILi(\d+)E")
 # Prints one line per tile of kTiles: index lds_bytes waves_per_simd register_budget uses_16x16.
 DESIGN_PROGRAM = r"""
 #include <cstdio>
-#include "gemm/rocm_config.h"
+#include "gemm/rocm_tile_configs.h"
 int main() {
   using namespace gemm::rocm;
   for (int i = 0; i < kNumTiles; ++i)

@@ -247,7 +247,7 @@ def test_every_pinned_config_runs(lib, configs):
     # K gives every split at least one block and ends ragged, and whose M and N cross partial tiles.
     block = {c.tile: (c.block_m, c.block_n) for c in configs}
     pinned = sorted({row[3:] for row in E.tuned(lib)})
-    assert pinned, "rocm_config.h pins no shapes"
+    assert pinned, "rocm_planner.h pins no shapes"
     for tile, split_k, group_m in pinned:
         block_m, block_n = block[tile]
         m, n, k = 2 * block_m + 5, block_n + 7, E.BLOCK * split_k + 64

@@ -42,7 +42,7 @@ EMU_EXPORT int emu_gemm(const EmuGemmArgs* args, int config_index, EmuStats* sta
 // launch_with_config with any config (the tuned table's, say).
 EMU_EXPORT int emu_gemm_config(const EmuGemmArgs* args, int tile, int split_k, int group_m, EmuStats* stats,
                                char* err, int err_len);
-// The pinned table of rocm_config.h: entry `index` as m, n, k, tile, split_k, group_m.
+// The pinned table of rocm_planner.h: entry `index` as m, n, k, tile, split_k, group_m.
 EMU_EXPORT int emu_num_tuned();
 EMU_EXPORT void emu_tuned(int index, int64_t* out);
 EMU_EXPORT void emu_set_deadlock_timeout_ms(int ms);

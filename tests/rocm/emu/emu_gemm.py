@@ -97,7 +97,7 @@ def run_config(lib, a, b, a_scale, b_scale, c, tile: int, split_k: int, group_m:
 
 
 def tuned(lib) -> list[tuple[int, int, int, int, int, int]]:
-    """rocm_config.h's pinned table: (m, n, k, tile, split_k, group_m) per entry."""
+    """rocm_planner.h's pinned table: (m, n, k, tile, split_k, group_m) per entry."""
     rows = []
     for i in range(lib.emu_num_tuned()):
         fields = (ctypes.c_int64 * 6)()

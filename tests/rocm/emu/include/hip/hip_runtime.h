@@ -11,7 +11,7 @@
 // layout facts produces wrong numbers here (tests/rocm builds one with GEMM_TEST_WRONG_LANE_MAP).
 //
 // Only the host API and builtins of the ROCm kernel/emulator contract exist (the kernel lists the
-// builtins it uses under "Hardware builtins used:" in gemm/gemm_kernel.h); anything else fails to
+// builtins it uses under "Hardware builtins used:" in gemm/rocm_gemm_kernel.h); anything else fails to
 // compile, which is the point. Kernel misbehaviour is recorded as a fault (deadlocked barrier, memory
 // fault past a guarded buffer, chip-dependent buffer access, non-zero MFMA modifiers): the launch
 // still completes and hipGetLastError() then returns hipErrorLaunchFailure, whose string carries the

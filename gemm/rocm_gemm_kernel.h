@@ -1,5 +1,5 @@
 // The gfx942 FP8 block-scaled GEMM kernel: one template, instantiated once per entry of kTiles
-// (rocm_config.h); shapes, layouts and formats are runtime parameters of the same code.
+// (rocm_tile_configs.h); shapes, layouts and formats are runtime parameters of the same code.
 //
 // Hardware builtins used (the CPU emulator in tests/rocm implements exactly these):
 //   __builtin_amdgcn_mfma_f32_32x32x16_fp8_fp8, __builtin_amdgcn_mfma_f32_16x16x32_fp8_fp8
@@ -27,7 +27,7 @@
 
 #include "cdna3_mfma_layout.h"
 #include "gemm_contract.h"
-#include "rocm_config.h"
+#include "rocm_tile_configs.h"
 
 namespace gemm::rocm {
 

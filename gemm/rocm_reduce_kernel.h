@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "gemm_kernel.h"
+#include "rocm_gemm_kernel.h"
 
 namespace gemm::rocm {
 

@@ -1,72 +1,29 @@
-// ROCm gfx942 tile configurations, the tuned-shape table and the heuristic that picks one.
-//
-// Plain C++ (17 or 20) with no HIP include: the launcher, the CPU emulator and benchmarks/rocm_model.py's
-// tiny g++ program all read the same choice from here. Code is generic (one kernel template in
-// gemm_kernel.h); shapes differ only by the DATA below.
+// ROCm gfx942 planner (host-only): which tile and split-K each shape gets, from a pinned table or
+// an MI300X time estimate. Plain C++ with no HIP include: the launcher, the CPU emulator and
+// benchmarks/rocm_model.py's small g++ program all read the same choice from here.
 #pragma once
 
 #include <cstdint>
 
-#include "cdna3_mfma_layout.h"
 #include "gemm_contract.h"
+#include "rocm_tile_configs.h"
 
 namespace gemm::rocm {
 
-// ---- Fixed design facts ---------------------------------------------------------------------
-constexpr int kBlockK = static_cast<int>(kScaleBlockK);  // one K stage == one scale block: promote once per stage
-constexpr int kStages = 2;                                // LDS double buffer (load stage s+1 while computing s)
-constexpr int kWaveSize = cdna3::kWaveSize;
-constexpr int kLdsBytesPerCu = 64 * 1024;  // MI300X LDS per CU (CDNA3 ISA guide, "Local data share")
-constexpr int kSimdsPerCu = 4;
-constexpr int kMaxWavesPerSimd = 8;
-constexpr int kRegsPerSimdLane = 512;      // unified VGPR+AGPR file per lane of a SIMD on CDNA3
 constexpr int kMaxSplitK = 16;
-constexpr int kDefaultGroupM = 8;          // tiles along M that share one sweep over N (L2 reuse of B)
+constexpr int kDefaultGroupM = 8;  // tiles along M that share one sweep over N (L2 reuse of B)
 
-// MI300X figures for the heuristic's time estimate (AMD MI300X data sheet).
+// MI300X figures for the time estimate (AMD MI300X data sheet).
 constexpr double kPeakFp8FlopsPerSecond = 2615e12;
 constexpr double kHbmBytesPerSecond = 5.3e12;
 constexpr double kLlcBytesPerSecond = 17.2e12;  // Infinity Cache peak: serves the tiles' re-reads of A and B
 constexpr int kMi300xCuCount = 304;
 constexpr double kLaunchSeconds = 3e-6;  // one extra kernel (split-K reduce): launch + tail gap, assumed
 
-enum class MfmaKind : int32_t { k32x32x16 = 0, k16x16x32 = 1 };
-
-// One compile-time tile shape: BlockM x BlockN outputs per workgroup of WarpsM x WarpsN waves,
-// each wave owning a (BlockM / WarpsM) x (BlockN / WarpsN) sub-tile built from MFMA tiles.
-struct TileShape {
-  int block_m;
-  int block_n;
-  int warps_m;
-  int warps_n;
-  MfmaKind mfma;
-  // Assumed fraction of the CU's FP8 MFMA peak one such tile sustains (a paper model, not measured:
-  // one wave per SIMD, no cross-wave latency hiding; smaller tiles do more LDS and load work per MFMA).
-  double efficiency;
-
-  constexpr int threads() const { return warps_m * warps_n * kWaveSize; }
-  constexpr int mfma_m() const { return mfma == MfmaKind::k32x32x16 ? 32 : 16; }
-  constexpr int mfma_k() const { return mfma == MfmaKind::k32x32x16 ? 16 : 32; }
-  constexpr int lds_bytes() const { return kStages * (block_m + block_n) * kBlockK; }
-  constexpr int blocks_per_cu() const {
-    const int by_lds = kLdsBytesPerCu / lds_bytes();
-    const int by_waves = kSimdsPerCu * kMaxWavesPerSimd / (threads() / kWaveSize);
-    return by_lds < by_waves ? by_lds : by_waves;
-  }
-  constexpr int waves_per_simd() const { return blocks_per_cu() * (threads() / kWaveSize) / kSimdsPerCu; }
-  // Design target checked by scripts/rocm/compile_check.py: the register file must admit the
-  // occupancy LDS already allows, so VGPR + AGPR <= 512 / waves_per_simd.
-  constexpr int register_budget() const { return kRegsPerSimdLane / (waves_per_simd() > 0 ? waves_per_simd() : 1); }
-};
-
-// Tile shapes, largest first. BlockN divides kScaleBlockN so a tile's columns share one B scale.
-inline constexpr TileShape kTiles[] = {
-    {128, 128, 2, 2, MfmaKind::k32x32x16, 0.50},  // 0: large M and N (wave 64x64 = 2x2 MFMA 32x32)
-    {64, 128, 2, 2, MfmaKind::k32x32x16, 0.40},   // 1: medium (wave 32x64)
-    {64, 64, 2, 2, MfmaKind::k16x16x32, 0.30},    // 2: small (wave 32x32 = 2x2 MFMA 16x16)
-    {32, 64, 2, 2, MfmaKind::k16x16x32, 0.20},    // 3: decode, M <= 32 (wave 16x32)
-};
-constexpr int kNumTiles = static_cast<int>(sizeof(kTiles) / sizeof(kTiles[0]));
+// Assumed fraction of the CU's FP8 MFMA peak each entry of kTiles sustains (a paper model, not measured:
+// one wave per SIMD, no cross-wave latency hiding; smaller tiles do more LDS and load work per MFMA).
+inline constexpr double kTileEfficiency[] = {0.50, 0.40, 0.30, 0.20};
+static_assert(sizeof(kTileEfficiency) / sizeof(kTileEfficiency[0]) == kNumTiles, "one efficiency per tile");
 
 // A launch configuration: which tile, how many K splits (reduced in fixed order), block swizzle.
 struct RocmConfig {
@@ -139,7 +96,8 @@ constexpr double estimate_seconds(int64_t m, int64_t n, int64_t k, const RocmCon
   const int64_t waves = ceil_div(units, slots);
   const double cu_flops = kPeakFp8FlopsPerSecond / kMi300xCuCount;
   const double unit_flops = 2.0 * tile.block_m * tile.block_n * blocks_per_split * kBlockK;
-  const double compute = waves * tile.blocks_per_cu() * unit_flops / (cu_flops * tile.efficiency);
+  const double compute =
+      waves * tile.blocks_per_cu() * unit_flops / (cu_flops * kTileEfficiency[config.tile]);
   const double memory = double(m * k + n * k + 2 * m * n) / kHbmBytesPerSecond;
   const int64_t tiles = ceil_div(m, tile.block_m) * ceil_div(n, tile.block_n);
   const double reread = double(tiles * (tile.block_m + tile.block_n) * k) / kLlcBytesPerSecond;
