@@ -20,8 +20,8 @@ namespace gemm::cuda {
 constexpr int kMinStreamKIters = 8;
 
 // Model constants, fitted to timings of every forced plan (each config, whole tiles, stream-K and K
-// splits) on an H200 (docs/cuda.md). Tensor rate per SM under the power cap, for one, two and three math warpgroups
-// (the more warpgroups, the better their wgmmas cover each other's promotions).
+// splits) on an H200 (docs/cuda.md). Tensor rate per SM under the power cap, for one, two and three
+// math warpgroups (the more warpgroups, the better their wgmmas cover each other's promotions).
 constexpr double kSmFlopsPerUs[kMaxMathWarpgroups] = {6.0e6, 10.0e6, 10.5e6};
 // Two warpgroups of two slabs (256x128): about the two-warpgroup rate, and a unit ends with four staged
 // stores a warpgroup, so small-K shapes keep 128x128 tiles.
