@@ -1,6 +1,6 @@
 // CUDA sm_90a implementation of gemm::gemm_launch (see gemm/gemm_contract.h).
 //
-// Per call: pick a plan (gemm_heuristics.h), make A and B TMA-readable (repack into workspace only
+// Per call: pick a plan (planner.h), make A and B TMA-readable (repack into workspace only
 // when their layout needs it, both in one launch where they share a loader), encode the tensor maps,
 // zero the stream-K flags, transpose the A scales where TMA must read them and cannot in place, and
 // launch the persistent kernel on the caller's stream (as a programmatic dependent of the kernel before
@@ -15,10 +15,12 @@
 
 #include "../gemm_contract.h"
 #include "aux_kernels.cuh"
-#include "fp8_gemm_kernel.cuh"
-#include "gemm_heuristics.h"
-#include "gemm_cuda.h"
+#include "forced_plan.h"
+#include "gemm_kernel.cuh"
 #include "hopper_layout.h"
+#include "kernel_params.h"
+#include "planner.h"
+#include "tile_configs.h"
 
 namespace gemm {
 namespace {
@@ -286,7 +288,7 @@ cudaError_t launch_config(const TensorMaps& maps, const KernelParams& p, int gri
   config.dynamicSmemBytes = smem;
   config.stream = stream;
   // Single-CTA configs launch without a cluster attribute: with a 1x1x1 cluster dimension, large
-  // whole-tile plans ran 1-5 % slower (H200 package benchmark, 4096x32768x512: 181.6 vs 172.0 us).
+  // whole-tile plans ran slower.
   cudaLaunchAttribute attrs[2]{};
   unsigned num_attrs = 0;
   if (cluster_ctas > 1) {

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A few ragged / stream-K / repack shapes through the built package, each checked against
-the float64 reference; run under compute-sanitizer by scripts/cuda/run_sanitizer.sh (H200 only)."""
+the float64 reference; run under compute-sanitizer by scripts/cuda/run_sanitizer.sh (sm_90a GPU only)."""
 
 from __future__ import annotations
 

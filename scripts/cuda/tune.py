@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""CUDA-backend tuning harness (H200): drives gemm_launch and forced plans through ctypes, no package build.
+"""CUDA-backend tuning harness (sm_90a GPU): drives gemm_launch and forced plans through ctypes, no package build.
 
     nvcc -std=c++17 -O3 -shared -Xcompiler -fPIC -gencode=arch=compute_90a,code=sm_90a \\
         -o /tmp/libtune.so scripts/cuda/tune_shim.cu gemm/cuda/gemm_launcher.cu
@@ -10,7 +10,7 @@
 --suite: DeepSeek-V3 and AMD-challenge shapes, ours (heuristic plan) vs cuBLAS block-scaled
          torch._scaled_mm (checked first; wrong results are reported as WRONG, not timed);
 --sweep: times every config, whole tiles and stream-K, per suite shape, and cuBLAS: the data the cost
-         model in gemm/cuda/gemm_heuristics.h is fitted to;
+         model in gemm/cuda/planner.h is fitted to;
 --profile M,N,K,CONFIG[,STREAM_K]: two launches of one forced plan, for `ncu --launch-skip 1 --launch-count 1`.
 Timing: CUDA events, a 256 MB buffer written before each iteration (cold L2), median.
 """
@@ -64,30 +64,23 @@ def _allocate(_context, nbytes):
 class Backend:
     def __init__(self, path: str):
         self.lib = ctypes.CDLL(path)
-        # Builds from before the cluster K split (A/B against older trees) take no k_split argument.
-        self.has_k_split = hasattr(self.lib, "tune_max_cluster_ctas")
-        self.lib.tune_gemm.argtypes = ([ctypes.POINTER(GemmArgs), ALLOC, ctypes.c_void_p, ctypes.c_void_p,
-                                        ctypes.c_int, ctypes.c_int]  # config, stream_k
-                                       + [ctypes.c_int] * self.has_k_split + [ctypes.c_char_p, ctypes.c_int])
+        self.lib.tune_gemm.argtypes = [ctypes.POINTER(GemmArgs), ALLOC, ctypes.c_void_p, ctypes.c_void_p,
+                                       ctypes.c_int, ctypes.c_int, ctypes.c_int,  # config, stream_k, k_split
+                                       ctypes.c_char_p, ctypes.c_int]
         self.lib.tune_plan.argtypes = [ctypes.c_longlong] * 3 + [ctypes.POINTER(ctypes.c_int)]
         self.lib.tune_config.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
         self.lib.tune_slots.argtypes = [ctypes.POINTER(ctypes.c_int)]
-        if self.has_k_split:
-            sizes = self.lib.tune_max_cluster_ctas()
-            o = (ctypes.c_int * (sizes + 1))()
-            self.lib.tune_slots(o)
-            self.slots = {s: o[s] for s in range(1, sizes + 1)}  # co-resident clusters of s CTAs (1: SMs)
-        else:
-            o = (ctypes.c_int * 2)()
-            self.lib.tune_slots(o)
-            self.slots = {1: o[0], 2: o[1]}
+        sizes = self.lib.tune_max_cluster_ctas()
+        o = (ctypes.c_int * (sizes + 1))()
+        self.lib.tune_slots(o)
+        self.slots = {s: o[s] for s in range(1, sizes + 1)}  # co-resident clusters of s CTAs (1: SMs)
         self.configs = []  # (block_m, block_n, cluster_n)
         self.max_k_split = []  # per config: the largest K split it runs (1: none)
         for i in range(self.lib.tune_num_configs()):
             o = (ctypes.c_int * 5)()
             self.lib.tune_config(i, o)
             self.configs.append((o[0], o[1], o[2]))
-            self.max_k_split.append(o[4] if self.has_k_split else 1)
+            self.max_k_split.append(o[4])
 
     def tiles(self, cfg, m, n):
         """Schedule tiles of a config (cluster tiles: BLOCK_M x cluster_n * BLOCK_N) and its slots."""
@@ -104,9 +97,7 @@ class Backend:
         err = ctypes.create_string_buffer(512)
         stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
         try:
-            plan = (config, int(stream_k)) + ((k_split,) if self.has_k_split else ())
-            if k_split > 1 and not self.has_k_split:
-                raise RuntimeError("this build has no K split")
+            plan = (config, int(stream_k), k_split)
             if self.lib.tune_gemm(ctypes.byref(args), _allocate, None, stream, *plan, err, 512):
                 raise RuntimeError(err.value.decode())
         finally:
@@ -158,8 +149,8 @@ def timeit(fn, iters=20, cold=True) -> float:
         fn()
     # All calls are queued before the first is waited for (as benchmarks/timing.py does): the host's
     # Python and planning time then overlaps the flushes instead of landing between a start event and
-    # its kernel, which a sync per call let into short decode timings: identical kernels measured up to
-    # 5 % apart in h200/ab_ksplit_gated.jsonl; once queued, 12 of 13 within 1.2 % (ab_ksplit_queued.jsonl).
+    # its kernel, which a sync per call let into short decode timings (identical kernels measured several
+    # % apart).
     # Warm calls have no flush to hide the host's time behind, so a sleep kernel holds the GPU while they
     # are queued; else a start event can fire while the host is still preparing the call it times.
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]

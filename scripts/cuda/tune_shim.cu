@@ -5,7 +5,7 @@
 
 #include <cstring>
 
-#include "../../gemm/cuda/gemm_cuda.h"
+#include "../../gemm/cuda/forced_plan.h"
 
 extern "C" int tune_gemm(const gemm::GemmArgs* args, void* (*allocate)(void*, size_t), void* context,
                          void* stream, int config, int stream_k, int k_split, char* error, int error_len) {

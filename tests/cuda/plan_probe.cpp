@@ -1,4 +1,4 @@
-// CPU probe of the CUDA planner and tile schedule (gemm/cuda/gemm_heuristics.h, tile_scheduler.h),
+// CPU probe of the CUDA planner and tile schedule (gemm/cuda/planner.h, tile_scheduler.h),
 // compiled with the host C++ compiler by test_cuda_heuristics.py (no CUDA needed). Reads "m n k" lines
 // on stdin; argument 1: SM count (2-CTA cluster slots: half of it).
 //   plan_probe SMS         prints the chosen plan per shape:
@@ -24,7 +24,7 @@
 #include <utility>
 #include <vector>
 
-#include "gemm/cuda/gemm_heuristics.h"
+#include "gemm/cuda/planner.h"
 
 namespace {
 

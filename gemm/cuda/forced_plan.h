@@ -1,15 +1,16 @@
-// CUDA-backend entry points below gemm::gemm_launch, for tests that force a plan (every tile
-// config and split count) instead of the one the heuristic picks.
+// The CUDA launcher's entry points below gemm::gemm_launch, for tools that run a plan of their choice
+// (the tuner, scripts/cuda/tune.py, forces every tile config, stream-K and K split) instead of the one
+// choose_plan() picks.
 #pragma once
 
 #include <string>
 
 #include "../gemm_contract.h"
-#include "gemm_heuristics.h"
+#include "planner.h"
 
 namespace gemm::cuda {
 
-// The SMs and 2-CTA cluster slots of device `device` (cached); an error message, or empty.
+// The SMs and cluster slots of device `device` (cached); an error message, or empty.
 std::string gpu_slots(int device, GpuSlots& slots);
 
 // Runs `plan` (from make_plan / choose_plan for these args' m, n, k) on `stream`.

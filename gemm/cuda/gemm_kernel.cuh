@@ -1,279 +1,57 @@
 // The sm_90a FP8 block-scaled GEMM kernel: C = (A * As) @ (B * Bs)^T, A [M,K] and B [N,K] K-major e4m3fn.
-//
-// One template, instantiated per row of kTileConfigs (gemm_heuristics.h):
+// One template, instantiated per row of kTileConfigs (tile_configs.h); docs/cuda.md says why each part
+// is as it is.
 //  - a persistent grid walks the work units of tile_scheduler.h: whole tiles in grouped order (kGroupM,
 //    so that CTAs running at the same time share A and B tiles in L2), then stream-K pieces of the
 //    partial last wave: later pieces hand their fp32 partial sums to the tile's head through a
 //    workspace slot and a flag, and the head adds them before its epilogue;
 //  - with kSplitK, a plan may instead split every tile's K blocks over a cluster of k_split CTAs (a
-//    runtime value; configs where splits_k()): the ranks after 0 leave their fp32 partials in their own idle stage ring, and rank 0
-//    adds them through distributed shared memory, in rank (K) order, before its epilogue;
+//    runtime value; configs where splits_k()): the ranks after 0 leave their fp32 partials in their own
+//    idle stage ring, and rank 0 adds them through distributed shared memory, in rank (K) order;
 //  - with kClusterN = 2, two CTAs of a thread-block cluster run tiles of the same M block side by side
 //    along N; each loads half of the shared A tile and multicasts it into both CTAs' stages, so a CTA
-//    pulls (BLOCK_M / 2 + BLOCK_N) * 128 bytes from L2 per K block instead of (BLOCK_M + BLOCK_N) * 128
-//    (H200: K blocks of 128x128 tiles about 3 % faster on long-K shapes, see gemm_heuristics.h). A stage
-//    is refilled only when the math warps of both CTAs have freed it (they arrive on both CTAs' empty
-//    barriers);
+//    pulls (BLOCK_M / 2 + BLOCK_N) * 128 bytes from L2 per K block instead of (BLOCK_M + BLOCK_N) * 128.
+//    A stage is refilled only when the math warps of both CTAs have freed it (they arrive on both
+//    CTAs' empty barriers);
 //  - one producer warpgroup (registers given away with setmaxnreg.dec) fills a kStages-deep ring
 //    guarded by full/empty mbarriers: one thread issues the TMA loads of 128B-swizzled A/B tiles
-//    (B under an L2 evict-first policy where the plan streams it: b_evict_first() in gemm_heuristics.h)
-//    (and, for 128+-row tiles whose plan says so, of the K block's M-major A-scale column) - in long
-//    units on deep rings two K blocks into two stages per instruction (pairs_loads()) - one warp
-//    copies the remaining scales (any strides) into the stage with cp.async, whose completion arrives
-//    on the same full barrier - so scale latency is hidden kStages blocks ahead. Either way a stage
-//    holds one M-major A-scale column, the math warpgroups' only scale layout;
+//    (B under an L2 evict-first policy where the plan streams it) and, for 128+-row tiles whose plan
+//    says so, of the K block's M-major A-scale column - in long units on deep rings two K blocks into
+//    two stages per instruction (pairs_loads()) - while one warp copies the remaining scales (any
+//    strides) into the stage with cp.async, whose completion arrives on the same full barrier: scale
+//    latency is hidden kStages blocks ahead. Either way a stage holds one M-major A-scale column, the
+//    math warpgroups' only scale layout;
 //  - 1 to 3 math warpgroups (64 rows each, or kSlabs 64-row slabs each run in turn) run wgmma
 //    m64nNk32 steps into a temporary accumulator and promote `acc += tmp * As[row, kb] * Bs[col / 128,
 //    kb]` in fp32 registers (two-level accumulation: FP8 tensor-core sums lose bits over long K). With
 //    1 or 2 one-slab warpgroups two temporaries alternate: the wgmma of step t+1 runs on the tensor
 //    cores while step t is promoted (which caps BLOCK_N at 128: three 64 x BLOCK_N fragments must fit
 //    in a thread's registers). Three warpgroups, and warpgroups of two slabs (an accumulator per slab),
-//    have registers for one temporary (ping_pong() in gemm_heuristics.h); there the other warpgroups'
-//    wgmmas keep the tensor cores busy during a promotion;
-//  - the epilogue converts (bf16/fp16 round-to-nearest-even, or fp32). 16-bit outputs whose rows TMA
-//    can address go through a swizzled staging tile in shared memory (a slab at a time, in column
-//    parts where shared memory is short) and leave by TMA stores that drain while the warpgroup
-//    already runs the next slab or tile (TMA clips ragged M and N); the rest (fp32,
-//    odd row strides) are stored from registers with row/column guards, stream-K partials from
-//    registers into their workspace slot. Ragged K is zero-filled by TMA.
+//    have registers for one temporary (ping_pong()); there the other warpgroups' wgmmas keep the tensor
+//    cores busy during a promotion;
+//  - the epilogue (epilogue.cuh) converts (bf16/fp16 round-to-nearest-even, or fp32) and stores through
+//    a TMA-stored staging tile or from registers. Ragged K is zero-filled by TMA, ragged M and N clipped.
 // Raw PTX (hopper_ptx.h) rather than CUTLASS/CuTe: a dozen instructions, fast CI compiles, and full
 // control over where the promotion sits relative to the asynchronous wgmma window.
 #pragma once
 
+#pragma once
+
 #include <cuda.h>
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 
 #include <cstdint>
 #include <type_traits>
 
 #include "../gemm_contract.h"
-#include "gemm_heuristics.h"
+#include "epilogue.cuh"
 #include "hopper_layout.h"
 #include "hopper_ptx.h"
+#include "kernel_params.h"
+#include "tile_configs.h"
 #include "tile_scheduler.h"
 #include "wgmma_fp8.h"
 
 namespace gemm::cuda {
-
-// The kernel's tensor maps, one parameter: the producer addresses them from one base register.
-struct TensorMaps {
-  CUtensorMap a, b, a_scale;                 // a_scale: only configs with scales_by_tma read it
-  CUtensorMap a_pair, b_pair, a_scale_pair;  // two K blocks a box: read when KernelParams::pair_kblocks > 0
-  CUtensorMap out;                           // only read when KernelParams::out_tma
-};
-
-struct KernelParams {
-  int64_t m = 0, n = 0;
-  TileSchedule sched;
-  const float* a_scale = nullptr;
-  int64_t a_scale_stride_m = 0, a_scale_stride_k = 0;
-  const float* b_scale = nullptr;
-  int64_t b_scale_stride_n = 0, b_scale_stride_k = 0;
-  void* out = nullptr;
-  int64_t out_ld = 0;
-  float* partial = nullptr;  // stream-K slots of BLOCK_M x BLOCK_N floats, one per range (sched.sk_tiles > 0)
-  int* sk_flags = nullptr;   // per (range, math warpgroup): its slot rows are written; zero at launch
-  OutFormat out_format = OutFormat::kBF16;
-  bool out_pairs = false;   // base and row stride allow 2-element vector stores
-  bool out_tma = false;     // 16-bit output stored through the staging tile by TMA (maps.out is valid)
-  bool a_scale_tma = false; // 128+-row tiles: A scales loaded by TMA (maps.a_scale is valid), else gathered
-  bool b_evict_first = false;  // B loaded under an L2 evict-first policy (b_evict_first() in gemm_heuristics.h)
-  // K blocks [0, pair_kblocks) are whole, so the producer may load two of them with one instruction
-  // through the TensorMaps *_pair maps (pairs_loads() in gemm_heuristics.h); 0: never.
-  int32_t pair_kblocks = 0;
-};
-
-template <typename T> struct OutPair;
-template <> struct OutPair<__nv_bfloat16> {
-  using Vec = __nv_bfloat162;
-  __device__ static Vec pack(float a, float b) { return __floats2bfloat162_rn(a, b); }
-  __device__ static __nv_bfloat16 one(float a) { return __float2bfloat16_rn(a); }
-};
-template <> struct OutPair<__half> {
-  using Vec = __half2;
-  __device__ static Vec pack(float a, float b) { return __floats2half2_rn(a, b); }
-  __device__ static __half one(float a) { return __float2half_rn(a); }
-};
-template <> struct OutPair<float> {
-  using Vec = float2;
-  __device__ static Vec pack(float a, float b) { return make_float2(a, b); }
-  __device__ static float one(float a) { return a; }
-};
-
-// Stores one thread's accumulator fragment; 64-bit offsets (M*N may exceed 2^31).
-template <typename T, int kAcc>
-__device__ __forceinline__ void store_fragment(const float (&acc)[kAcc], T* out, int64_t ld,
-                                               int64_t row0, int64_t col0, int64_t m, int64_t n,
-                                               bool pairs) {
-  using P = OutPair<T>;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int64_t row = row0 + h * hopper::kFragRowHalf;
-    if (row >= m) continue;
-    T* out_row = out + row * ld;
-#pragma unroll
-    for (int q = 0; q < kAcc / hopper::kFragRegsPerQuad; ++q) {
-      const int64_t col = col0 + q * hopper::kFragColStride;
-      const float v0 = acc[q * hopper::kFragRegsPerQuad + 2 * h];
-      const float v1 = acc[q * hopper::kFragRegsPerQuad + 2 * h + 1];
-      if (pairs && col + 1 < n) {
-        *reinterpret_cast<typename P::Vec*>(out_row + col) = P::pack(v0, v1);
-      } else {
-        if (col < n) out_row[col] = P::one(v0);
-        if (col + 1 < n) out_row[col + 1] = P::one(v1);
-      }
-    }
-  }
-}
-
-// Writes register quads [q0, q0 + kQuads) of one thread's fragment of a 64-row slab (its columns from
-// 8 * q0 on) into its staging area: column chunk c (kSpan bytes of a row) is 64 rows x kSpan bytes at
-// c * 64 * kSpan, swizzled as the output tensor map expects (hopper_layout.h).
-template <typename T, int kSpan, int kQuads, int kAcc>
-__device__ __forceinline__ void stage_fragment(const float (&acc)[kAcc], int q0, uint32_t staging, int tid) {
-  using P = OutPair<T>;
-  constexpr int kChunkCols = kSpan / static_cast<int>(sizeof(T));
-  constexpr uint32_t kChunkBytes = hopper::kWgmmaM * kSpan;
-  const int row0 = hopper::frag_row(tid, 0);
-  const int col0 = hopper::frag_col(tid, 0);
-#pragma unroll
-  for (int q = 0; q < kQuads; ++q) {
-    const int col = col0 + q * hopper::kFragColStride;
-    const uint32_t chunk = staging + (col / kChunkCols) * kChunkBytes;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = row0 + h * hopper::kFragRowHalf;
-      const uint32_t offset =
-          hopper::swizzle_span(row * kSpan + (col % kChunkCols) * static_cast<int>(sizeof(T)), kSpan);
-      const typename P::Vec v = P::pack(acc[(q0 + q) * hopper::kFragRegsPerQuad + 2 * h],
-                                        acc[(q0 + q) * hopper::kFragRegsPerQuad + 2 * h + 1]);
-      ptx::st_shared_b32(chunk + offset, *reinterpret_cast<const uint32_t*>(&v));
-    }
-  }
-}
-
-// Epilogue of a 64-row slab through shared memory, in kParts rounds of columns: every thread writes its
-// part of the fragment into the staging area, and lane 0 of each warp stores every kWarpgroupWarps-th
-// chunk by TMA (a TMA store holds its issuing thread ~70 ns, H200 globaltimer trace, so the warps issue
-// in parallel). Each issuing lane tracks its own bulk groups: the staging area is free again once they
-// have read it. The stores drain while the next round, or the next tile, runs.
-template <int kParts, int kSpan, int kAcc>
-__device__ __forceinline__ void store_tile_by_tma(const float (&acc)[kAcc], const KernelParams& p,
-                                                  const CUtensorMap* tmap_out, uint8_t* staging,
-                                                  uint32_t wg_barrier, int tid, int64_t row0, int64_t col0) {
-  constexpr int kChunkCols = kSpan / kStagedOutBytes;
-  constexpr int kChunkBytes = hopper::kWgmmaM * kSpan;
-  constexpr int kQuads = kAcc / hopper::kFragRegsPerQuad / kParts;
-  constexpr int kPartCols = kQuads * hopper::kFragColStride;
-  static_assert(kPartCols % kChunkCols == 0, "a round stores whole chunks");
-  const int warp = tid / hopper::kWarpSize;
-  const bool issuer = tid % hopper::kWarpSize == 0;
-#pragma unroll
-  for (int part = 0; part < kParts; ++part) {
-    if (issuer) ptx::bulk_wait_read<0>();
-    ptx::named_barrier_sync(wg_barrier, hopper::kWarpgroupThreads);
-    if (p.out_format == OutFormat::kBF16) {
-      stage_fragment<__nv_bfloat16, kSpan, kQuads>(acc, part * kQuads, ptx::smem_addr(staging), tid);
-    } else {
-      stage_fragment<__half, kSpan, kQuads>(acc, part * kQuads, ptx::smem_addr(staging), tid);
-    }
-    ptx::fence_proxy_async_smem();
-    ptx::named_barrier_sync(wg_barrier, hopper::kWarpgroupThreads);
-    if (issuer && row0 < p.m) {
-#pragma unroll 1
-      for (int c = warp; c < kPartCols / kChunkCols; c += hopper::kWarpgroupWarps) {
-        const int64_t col = col0 + part * kPartCols + c * kChunkCols;
-        if (col >= p.n) break;
-        ptx::tma_store_2d(tmap_out, staging + c * kChunkBytes, static_cast<int32_t>(col), static_cast<int32_t>(row0));
-      }
-      ptx::bulk_commit();
-    }
-  }
-}
-
-// Epilogue from registers (fp32, rows TMA cannot address).
-template <int kAcc>
-__device__ __forceinline__ void store_tile_direct(const float (&acc)[kAcc], const KernelParams& p, int64_t row0,
-                                                  int64_t col0) {
-  switch (p.out_format) {
-    case OutFormat::kBF16:
-      store_fragment(acc, static_cast<__nv_bfloat16*>(p.out), p.out_ld, row0, col0, p.m, p.n, p.out_pairs);
-      break;
-    case OutFormat::kFP16:
-      store_fragment(acc, static_cast<__half*>(p.out), p.out_ld, row0, col0, p.m, p.n, p.out_pairs);
-      break;
-    case OutFormat::kFP32:
-      store_fragment(acc, static_cast<float*>(p.out), p.out_ld, row0, col0, p.m, p.n, p.out_pairs);
-      break;
-  }
-}
-
-// A stream-K piece's fp32 partial of a warpgroup's 64 x kBlockN slab, in the accumulator's own order:
-// register quad i of thread t at float4 i * 128 + t of the slab. A warp stores and loads 512 contiguous
-// bytes per instruction, and the head (same tile, warpgroup and thread) reads back exactly its own
-// registers, with no index math.
-template <int kAcc>
-__device__ __forceinline__ void store_partial(const float (&acc)[kAcc], float* slab, int tid) {
-  float4* dst = reinterpret_cast<float4*>(slab) + tid;
-#pragma unroll
-  for (int i = 0; i < kAcc / 4; ++i) {
-    dst[i * hopper::kWarpgroupThreads] = make_float4(acc[4 * i], acc[4 * i + 1], acc[4 * i + 2], acc[4 * i + 3]);
-  }
-}
-
-// acc += `count` partials (at most kMaxPieces), each kAcc / 4 float4s that load(piece, i) reads, added
-// in piece order: deterministic. The loads of kBatch pieces are issued before their adds: one round trip
-// per batch, not per piece. A batch past `count` re-reads the last piece instead of skipping the load:
-// buffers defined on every path keep ptxas from spilling (predicated loads spilled up to 2.5 KB a
-// thread). Unrolled over kMaxPieces with predicates (see the call sites).
-template <int kBatch, int kMaxPieces, int kAcc, typename Load>
-__device__ __forceinline__ void add_pieces(float (&acc)[kAcc], int count, Load load) {
-#pragma unroll
-  for (int b = 0; b < kMaxPieces; b += kBatch) {
-    if (b < count) {
-      float4 v[kBatch][kAcc / 4];
-#pragma unroll
-      for (int j = 0; j < kBatch; ++j) {
-        const int piece = b + j < count ? b + j : count - 1;
-#pragma unroll
-        for (int i = 0; i < kAcc / 4; ++i) v[j][i] = load(piece, i);
-      }
-#pragma unroll
-      for (int j = 0; j < kBatch; ++j) {
-        if (b + j < count) {
-#pragma unroll
-          for (int i = 0; i < kAcc / 4; ++i) {
-            acc[4 * i] += v[j][i].x;
-            acc[4 * i + 1] += v[j][i].y;
-            acc[4 * i + 2] += v[j][i].z;
-            acc[4 * i + 3] += v[j][i].w;
-          }
-        }
-      }
-    }
-  }
-}
-
-// acc += the partials of a head's `count` later stream-K pieces, whose slots start at `slab0`,
-// kSlotFloats apart (written by store_partial on other SMs: read from L2, never from this SM's L1).
-template <int kBatch, int64_t kSlotFloats, int kAcc>
-__device__ __forceinline__ void add_partials(float (&acc)[kAcc], const float* slab0, int count, int tid) {
-  add_pieces<kBatch, kMaxLaterPieces>(acc, count, [&](int piece, int i) {
-    return __ldcg(reinterpret_cast<const float4*>(slab0 + piece * kSlotFloats) + tid + i * hopper::kWarpgroupThreads);
-  });
-}
-
-// acc += the fp32 partials that cluster ranks 1 .. k_split - 1 left at local shared address `slab` of
-// their own shared memory (store_partial's layout), read through DSMEM in rank (K) order.
-template <int kBatch, int kAcc>
-__device__ __forceinline__ void add_cluster_partials(float (&acc)[kAcc], uint32_t slab, int k_split, int tid) {
-  const uint32_t mine = slab + tid * static_cast<uint32_t>(sizeof(float4));
-  add_pieces<kBatch, kMaxKSplit - 1>(acc, k_split - 1, [&](int piece, int i) {
-    return ptx::ld_shared_cluster_v4(ptx::map_shared_to_cta(mine, piece + 1) +
-                                     i * hopper::kWarpgroupThreads * static_cast<uint32_t>(sizeof(float4)));
-  });
-}
 
 // A position in the kStages-deep stage ring: the stage and the parity of the mbarrier phase it is in.
 // Advanced once per K block (no division by a stage count that is rarely a power of two).
@@ -750,8 +528,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
         // Thread i waits for piece i's flag, so the polls' L2 round trips overlap instead of adding up;
         // the barrier then makes every piece visible to the whole warpgroup. Unrolled over the planner's
         // bound with predicates: a loop with a runtime trip count here made ptxas keep thread-index state
-        // live through the main loop (192x128: 132 instead of 123 instructions per K block, with 2 S2R
-        // re-reads; large shapes ~3 % slower on the H200).
+        // live through the main loop (more instructions per K block, S2R re-reads).
         if (tid < kMaxLaterPieces && w.fix_begin + tid < w.fix_end) {
           ptx::flag_wait(p.sk_flags + (w.fix_begin + tid) * kFlagsPerSlot + flag_offset);
         }
