@@ -27,6 +27,15 @@ enum class Fp8Format : int32_t {
 
 enum class OutFormat : int32_t { kBF16 = 0, kFP16 = 1, kFP32 = 2 };
 
+// How a scale tensor stores its multipliers.
+enum class ScaleFormat : int32_t {
+  kF32 = 0,    // float32
+  kUE8M0 = 1,  // one byte e per scale worth 2^(e - 127); e = 0xFF is NaN (torch.float8_e8m0fnu)
+};
+
+// Input of the activation quantizer.
+enum class InFormat : int32_t { kBF16 = 0, kFP16 = 1, kFP32 = 2 };
+
 // All strides are in elements and may be any int64 value the binding accepted; a backend reads
 // layouts from them (K-major: a_stride_k == 1; M-major: a_stride_m == 1) and must never guess.
 struct GemmArgs {
@@ -37,9 +46,9 @@ struct GemmArgs {
   const void* b = nullptr;  // [n, k] FP8 bytes (weight layout)
   int64_t b_stride_n = 0, b_stride_k = 0;
 
-  const float* a_scale = nullptr;  // [m, ceil(k / 128)]
+  const void* a_scale = nullptr;  // [m, ceil(k / 128)] in a_scale_format
   int64_t a_scale_stride_m = 0, a_scale_stride_k = 0;
-  const float* b_scale = nullptr;  // [ceil(n / 128), ceil(k / 128)]
+  const void* b_scale = nullptr;  // [ceil(n / 128), ceil(k / 128)] in b_scale_format
   int64_t b_scale_stride_n = 0, b_scale_stride_k = 0;
 
   void* c = nullptr;  // [m, n], c_stride_n == 1
@@ -48,6 +57,40 @@ struct GemmArgs {
   Fp8Format a_format = Fp8Format::kE4M3FN;
   Fp8Format b_format = Fp8Format::kE4M3FN;
   OutFormat c_format = OutFormat::kBF16;
+  ScaleFormat a_scale_format = ScaleFormat::kF32;
+  ScaleFormat b_scale_format = ScaleFormat::kF32;
+
+  // Grouped GEMM (MoE experts) when num_groups > 0: b is [num_groups, n, k] with groups b_stride_group
+  // elements apart and b_scale [num_groups, ceil(n / 128), ceil(k / 128)] b_scale_stride_group apart.
+  // A row finds its group on the device, from exactly one of:
+  //   group_ends [num_groups] int32, inclusive cumsum: rows [ends[g - 1], ends[g]) use group g;
+  //              rows >= ends[num_groups - 1] are not written;
+  //   row_group  [m] int64, a group id per row; rows whose id is outside [0, num_groups) are not written.
+  int64_t num_groups = 0;
+  int64_t b_stride_group = 0, b_scale_stride_group = 0;
+  const int32_t* group_ends = nullptr;
+  const int64_t* row_group = nullptr;
+};
+
+// Activation quantization, per 1 x 128 group along K:
+//   s = amax(group) / max(q_format) (1 for an all-zero group; rounded up to a power of two when
+//   pow2_scale or scale_format == kUE8M0), q = saturate(x / s) rounded to nearest even;
+//   with static_scale (a device scalar) every group uses s = *static_scale instead.
+// x [m, k] row-major (padded row stride allowed); q [m, k] row-major; scale [m, ceil(k / 128)] in
+// either dense layout, read from its strides (M-major: scale_stride_m == 1).
+struct QuantizeArgs {
+  int64_t m = 0, k = 0;
+  const void* x = nullptr;
+  int64_t x_stride_m = 0;
+  InFormat x_format = InFormat::kBF16;
+  void* q = nullptr;
+  int64_t q_stride_m = 0;
+  Fp8Format q_format = Fp8Format::kE4M3FN;
+  void* scale = nullptr;
+  int64_t scale_stride_m = 0, scale_stride_k = 0;
+  ScaleFormat scale_format = ScaleFormat::kF32;
+  bool pow2_scale = false;
+  const float* static_scale = nullptr;
 };
 
 // Scratch memory comes from the caller (the torch caching allocator, ordered on the launch stream):
@@ -64,5 +107,8 @@ struct Workspace {
 // the argument, the expected and the actual value. Never prints, aborts, exits or synchronizes.
 // Preconditions checked by the binding: m >= 1, n >= 1, k >= 1, shapes consistent, pointers non-null.
 std::string gemm_launch(const GemmArgs& args, const Workspace& workspace, void* stream);
+
+// Enqueues the activation quantizer; same error and stream rules as gemm_launch. m, k >= 1.
+std::string quantize_launch(const QuantizeArgs& args, void* stream);
 
 }  // namespace gemm

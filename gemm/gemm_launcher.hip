@@ -155,11 +155,11 @@ std::string launch_with_config(const GemmArgs& args, const RocmConfig& config, c
   KernelParams params{};
   params.a = view_of(a, args.a_format);
   params.b = view_of(b, args.b_format);
-  params.a_scale = args.a_scale;
+  params.a_scale = static_cast<const float*>(args.a_scale);
   params.a_scale_stride_m = args.a_scale_stride_m;
   params.a_scale_stride_k = args.a_scale_stride_k;
   params.a_scale_vector = args.a_scale_stride_m == 1 && aligned(args.a_scale, args.a_scale_stride_k * int64_t{sizeof(float)});
-  params.b_scale = args.b_scale;
+  params.b_scale = static_cast<const float*>(args.b_scale);
   params.b_scale_stride_n = args.b_scale_stride_n;
   params.b_scale_stride_k = args.b_scale_stride_k;
   params.out = splits > 1 ? static_cast<void*>(partials) : args.c;
@@ -195,6 +195,8 @@ std::string launch_with_config(const GemmArgs& args, const RocmConfig& config, c
 }  // namespace gemm::rocm
 
 std::string gemm::gemm_launch(const GemmArgs& args, const Workspace& workspace, void* stream) {
+  if (args.a_scale_format != ScaleFormat::kF32 || args.b_scale_format != ScaleFormat::kF32 || args.num_groups != 0)
+    return "UE8M0 scales and grouped GEMMs are not implemented by the ROCm backend";
   int device = 0, cu_count = 0;
   if (hipError_t err = hipGetDevice(&device); err != hipSuccess) return rocm::hip_error("hipGetDevice", err);
   if (hipError_t err = hipDeviceGetAttribute(&cu_count, hipDeviceAttributeMultiprocessorCount, device); err != hipSuccess)

@@ -272,7 +272,7 @@ inline void run_task(const ChunkPlan& plan, int64_t task, float* scratch) {
   std::fill(acc, acc + rows * kTileN, 0.0f);
 
   const auto* b_bytes = static_cast<const uint8_t*>(g.b);
-  const float* b_scale_row = g.b_scale + n_begin / kScaleBlockN * g.b_scale_stride_n;
+  const float* b_scale_row = static_cast<const float*>(g.b_scale) + n_begin / kScaleBlockN * g.b_scale_stride_n;
   for (int64_t kb = 0; kb < plan.k_blocks; ++kb) {
     const int64_t k_begin = kb * kScaleBlockK;
     const int64_t k_len = std::min(kScaleBlockK, g.k - k_begin);
@@ -303,7 +303,7 @@ inline void run_task(const ChunkPlan& plan, int64_t task, float* scratch) {
       float row_scale[Cfg::kMR];
       for (int64_t i = 0; i < tile_rows; ++i)
         row_scale[i] =
-            g.a_scale[(plan.m_begin + r + i) * g.a_scale_stride_m + kb * g.a_scale_stride_k] *
+            static_cast<const float*>(g.a_scale)[(plan.m_begin + r + i) * g.a_scale_stride_m + kb * g.a_scale_stride_k] *
             b_scale;
       const float* a_panel = plan.a_pack + (kb * plan.row_tiles + tile) * kScaleBlockK * Cfg::kMR;
       float* acc_tile = acc + (r - row_begin) * kTileN;
@@ -406,6 +406,8 @@ namespace gemm {
 
 std::string gemm_launch(const GemmArgs& args, const Workspace& workspace, void* /*stream*/) {
   using namespace cpu;
+  if (args.a_scale_format != ScaleFormat::kF32 || args.b_scale_format != ScaleFormat::kF32 || args.num_groups != 0)
+    return "UE8M0 scales and grouped GEMMs are not implemented by the CPU backend";
   const Fp8Decoder* a_decoder = fp8_decoder(args.a_format);
   if (a_decoder == nullptr) return format_error("a_format", static_cast<int32_t>(args.a_format));
   const Fp8Decoder* b_decoder = fp8_decoder(args.b_format);

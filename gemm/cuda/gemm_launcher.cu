@@ -369,10 +369,10 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
   cuda::ScaleCopy scale_copy{};
   const bool a_scale_tma =
       cuda::scales_by_tma(cfg) && (!cuda::gather_a_scales(plan) ||
-                                   scales_m_major_readable(args.a_scale, m, kblocks, args.a_scale_stride_m,
+                                   scales_m_major_readable(static_cast<const float*>(args.a_scale), m, kblocks, args.a_scale_stride_m,
                                                            args.a_scale_stride_k));
   if (a_scale_tma) {
-    if (err = prepare_scales("a_scale", args.a_scale, m, kblocks, args.a_scale_stride_m, args.a_scale_stride_k,
+    if (err = prepare_scales("a_scale", static_cast<const float*>(args.a_scale), m, kblocks, args.a_scale_stride_m, args.a_scale_stride_k,
                              workspace, scale_copy, sa);
         !err.empty()) return err;
     if (err = encode_scales("a_scale", sa, m, kblocks, cfg.block_m, 1, maps.a_scale); !err.empty()) return err;
@@ -394,10 +394,10 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
   p.m = m;
   p.n = n;
   p.sched = plan.sched;
-  p.a_scale = args.a_scale;
+  p.a_scale = static_cast<const float*>(args.a_scale);
   p.a_scale_stride_m = args.a_scale_stride_m;
   p.a_scale_stride_k = args.a_scale_stride_k;
-  p.b_scale = args.b_scale;
+  p.b_scale = static_cast<const float*>(args.b_scale);
   p.b_scale_stride_n = args.b_scale_stride_n;
   p.b_scale_stride_k = args.b_scale_stride_k;
   p.a_scale_tma = a_scale_tma;
@@ -474,6 +474,8 @@ std::string gpu_slots(int device, GpuSlots& slots) {
 }  // namespace cuda
 
 std::string gemm_launch(const GemmArgs& args, const Workspace& workspace, void* stream) {
+  if (args.a_scale_format != ScaleFormat::kF32 || args.b_scale_format != ScaleFormat::kF32 || args.num_groups != 0)
+    return "UE8M0 scales and grouped GEMMs are not implemented by the CUDA backend";
   int device = 0;
   if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return cuda_error("cudaGetDevice", e);
   cuda::GpuSlots slots;
