@@ -1,7 +1,8 @@
 """Side-by-side benchmark: python3 -m benchmarks.bench [--shapes ...] [--peers ...] [--out-dir DIR].
 
 Every (shape, peer) row is first checked against the fp32 dequantized reference on fresh random data;
-a wrong row is reported WRONG with its error and not timed. See benchmarks/README.md for the method."""
+a wrong row is reported WRONG with its error and not timed. Results go to bench_runs/<device>-<time>/
+unless --out-dir, --json or --plot say otherwise. See benchmarks/README.md for the method."""
 import argparse
 import datetime
 import json
@@ -11,6 +12,7 @@ import random
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -19,12 +21,14 @@ from . import report
 from .peers import REPO_ROOT, select_peers
 from .problem import check, make_problem
 from .shapes import DEFAULT_SETS, SHAPE_SETS, parse_shapes
-from .timing import Timer, measure_ceilings
+from .telemetry import GpuTelemetry
+from .timing import NOISY_CV, Timer, measure_ceilings
 
 DEFAULT_ITERS = {"cuda": 50, "cpu": 30}
 DEFAULT_WARMUP = {"cuda": 10, "cpu": 3}
-STATUS_OK, STATUS_WRONG, STATUS_ERROR = "OK", "WRONG", "ERROR"
+STATUS_OK, STATUS_WRONG, STATUS_ERROR, STATUS_UNSUPPORTED = "OK", "WRONG", "ERROR", "UNSUPPORTED"
 ERROR_CHARS = 400
+RUNS_DIR = "bench_runs"  # ignored by git
 
 
 def _backend(device: torch.device) -> str:
@@ -75,9 +79,14 @@ def _short(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}".replace("\n", " ")[:ERROR_CHARS]
 
 
-def run_row(peer, problem, timer) -> dict:
-    """Prepare, check, then (only if correct) time one peer on one problem."""
+def run_row(peer, problem, timer, host_time=False) -> dict:
+    """Prepare, check, then (only if correct) time one peer on one problem: call time, and on a GPU kernel
+    time and (with host_time) the host's share of a call."""
     row = {"peer": peer.name, "status": STATUS_ERROR}
+    reason = peer.unsupported(problem.shape)
+    if reason:
+        row["status"], row["error"] = STATUS_UNSUPPORTED, reason
+        return row
     try:
         call, info = peer.prepare(problem, timer, check)
         row.update(info)
@@ -96,6 +105,13 @@ def run_row(peer, problem, timer) -> dict:
         row["error"] = _short(exc)
         return row
     row["status"] = STATUS_OK
+    if timer.is_gpu:
+        try:
+            row["kernel_timing"] = timer.kernel_time(call).as_dict()
+        except Exception as exc:  # e.g. a peer that synchronizes inside the call cannot be captured
+            row["kernel_error"] = _short(exc)
+        if host_time:
+            row["host_us"] = timer.host_time(call)
     return row
 
 
@@ -174,7 +190,8 @@ def parse_args(argv):
     ap.add_argument("--warmup", type=int, help="untimed warm-up calls per row")
     ap.add_argument("--seed", type=int, help="base seed of the random inputs (default: fresh, recorded in the JSON)")
     ap.add_argument("--device", help="cuda, cuda:N or cpu (default: cuda when available)")
-    ap.add_argument("--out-dir", help="write results.json, table.md and plot.png here")
+    ap.add_argument("--out-dir", help=f"write results.json, table.md and plot.png here (default: "
+                                      f"{RUNS_DIR}/<device>-<time>/ unless --json or --plot is given)")
     ap.add_argument("--json", help="write the raw results JSON here")
     ap.add_argument("--plot", help="write the PNG plot here")
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -184,6 +201,14 @@ def parse_args(argv):
     if args.peers:
         args.peers = [n for tok in args.peers for n in tok.split(",") if n]
     return args
+
+
+def default_out_dir(device: torch.device, env: dict) -> Path:
+    """bench_runs/<device>-<UTC time>/ in the repository (an ignored folder), e.g. nvidia-h200-20261206-101500."""
+    name = "cpu" if device.type == "cpu" else env["device"].lower()
+    slug = "-".join("".join(c if c.isalnum() else " " for c in name).split())
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    return REPO_ROOT / RUNS_DIR / f"{slug}-{stamp}"
 
 
 def _interrupt(signum, frame):
@@ -211,28 +236,39 @@ def main(argv=None, extra_peers=()):
 
     unavailable = {p.name: p.unavailable(device) for p in peers}
     active = [p for p in peers if unavailable[p.name] is None]
+    started = time.perf_counter()
+    telemetry = GpuTelemetry(device)
+    telemetry.start()
     results = {
         "env": environment(device, _kernel_info(peers)),
-        "method": {"timing": timer.method, "timing_short": timer.short, "seed": seed, "fp8_dtype": str(fp8).replace("torch.", ""),
-                   "check": report.CHECK_TEXT, "layouts": report.LAYOUT_TEXT},
+        "command": " ".join(["python3 -m benchmarks.bench"] + list(sys.argv[1:] if argv is None else argv)),
+        "method": {"timing": timer.method, "timing_short": timer.short, "kernel_timing": timer.kernel_method,
+                   "seed": seed, "fp8_dtype": str(fp8).replace("torch.", ""), "check": report.CHECK_TEXT,
+                   "layouts": report.LAYOUT_TEXT, "noisy_cv": NOISY_CV},
         "ceilings": measure_ceilings(device, fp8, timer),
         "peers": {p.name: {"label": p.label, "block_scaled": p.block_scaled, "conversion": p.conversion,
                            "unavailable": unavailable[p.name]} for p in peers},
         "rows": [],
     }
+    for peer in active:
+        line = peer.setup([s for shapes in sets.values() for s in shapes if peer.applies(s)], device)
+        if line:
+            print(line, file=sys.stderr)
+            results["peers"][peer.name]["setup"] = line
     progress = Progress(sum(p.applies(s) for shapes in sets.values() for s in shapes for p in active), args.quiet)
     index = 0
     # A run stopped early (Ctrl-C, or SIGTERM from a time limit) still reports the rows it finished.
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         for set_name, shapes in sets.items():
-            for shape in shapes:
+            for position, shape in enumerate(shapes):
                 problem = make_problem(shape, device, fp8, seed + index)
                 index += 1
                 for peer in (p for p in active if p.applies(shape)):
+                    # Host time barely depends on the shape: measured on each set's first shape only.
                     row = {"set": set_name, "shape": shape.label, "m": shape.m, "n": shape.n, "k": shape.k,
                            "layout": shape.layout, "flops": problem.flops, "bytes": problem.bytes,
-                           **run_row(peer, problem, timer)}
+                           **run_row(peer, problem, timer, host_time=position == 0)}
                     results["rows"].append(row)
                     progress.step(f"{shape.label} {peer.name} {row['status']}")
                 del problem
@@ -240,9 +276,13 @@ def main(argv=None, extra_peers=()):
         results["interrupted"] = True
         print(f"interrupted: reporting the {len(results['rows'])} rows finished", file=sys.stderr)
     progress.close()
+    results["gpu_telemetry"] = telemetry.stop()
+    results["elapsed_s"] = time.perf_counter() - started
     report.annotate(results)
 
     out_dir = Path(args.out_dir) if args.out_dir else None
+    if out_dir is None and not (args.json or args.plot):
+        out_dir = default_out_dir(device, results["env"])
     if out_dir:
         out_dir.mkdir(parents=True, exist_ok=True)
     json_path = args.json or (out_dir / "results.json" if out_dir else None)
@@ -256,7 +296,12 @@ def main(argv=None, extra_peers=()):
         message = report.plot(results, plot_path)
         if message:
             print(message, file=sys.stderr)
+    for line in report.noisy_rows(results):
+        print(f"warning: {line}", file=sys.stderr)
     print(table)
+    written = [str(p) for p in (json_path, out_dir and out_dir / "table.md", plot_path) if p and Path(p).exists()]
+    print(f"wrote {', '.join(written)} ({results['elapsed_s']:.0f} s)" if written else "wrote no files",
+          file=sys.stderr)
     return results
 
 

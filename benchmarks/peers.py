@@ -46,6 +46,14 @@ class Peer:
         """False for shapes this peer has no row for (it would repeat another peer's call)."""
         return True
 
+    def unsupported(self, shape):
+        """None when the peer can run `shape`, else why not (its row says so, untimed)."""
+        return None
+
+    def setup(self, shapes, device) -> str:
+        """One-time work before any row (e.g. compiling kernels); returns a line for the log, or ''."""
+        return ""
+
     def convert(self, p):
         return p.a, p.b, p.a_scale, p.b_scale
 
@@ -237,8 +245,29 @@ class TritonBlock(Peer):
         return (lambda: blockscaled_gemm(*args, best, out_dtype=p.out_dtype)), info
 
 
+# DeepGEMM 1.x asserts these on its NT GEMM; shapes that break them get an UNSUPPORTED row.
+DEEPGEMM_N_ALIGN = 64
+DEEPGEMM_K_ALIGN = 128
+# DeepGEMM compiles a kernel per configuration at its first call (seconds each): done up front, in parallel.
+DEEPGEMM_COMPILE_JOBS = 8
+
+
+def _deepgemm_compile(mnk):
+    """Runs DeepGEMM once on zeros of shape (M, N, K) in a fresh process, so that its JIT builds the kernel."""
+    import deep_gemm as dg
+    m, n, k = mnk
+    dev = torch.device("cuda")
+    a = torch.zeros(m, k, device=dev).to(torch.float8_e4m3fn)
+    b = torch.zeros(n, k, device=dev).to(torch.float8_e4m3fn)
+    a_scale = dg.get_col_major_tma_aligned_tensor(torch.ones(m, ceil_div(k, SCALE_BLOCK_K), device=dev))
+    b_scale = torch.ones(ceil_div(n, SCALE_BLOCK_N), ceil_div(k, SCALE_BLOCK_K), device=dev)
+    dg.gemm_fp8_fp8_bf16_nt((a, a_scale), (b, b_scale), torch.empty(m, n, dtype=torch.bfloat16, device=dev))
+    torch.cuda.synchronize()
+
+
 class DeepGemm(Peer):
-    """DeepGEMM's NT FP8 GEMM with 1x128 / 128x128 fp32 scales (sm90), when the package is importable."""
+    """DeepGEMM 1.x NT FP8 GEMM with 1x128 / 128x128 fp32 scales (sm90), when the package is importable
+    (benchmarks/gpu.sh sets it up from its offline bundle)."""
     name = "deepgemm"
     label = "DeepGEMM"
     conversion = "A, B to K-major (copies), As to DeepGEMM's TMA-aligned M-major layout"
@@ -256,10 +285,36 @@ class DeepGemm(Peer):
             return f"deep_gemm not importable: {exc}"
         return None
 
+    def unsupported(self, shape):
+        reasons = [f"{name} % {align} != 0" for name, value, align in
+                   (("N", shape.n, DEEPGEMM_N_ALIGN), ("K", shape.k, DEEPGEMM_K_ALIGN)) if value % align]
+        return f"DeepGEMM requires N % {DEEPGEMM_N_ALIGN} == 0 and K % {DEEPGEMM_K_ALIGN} == 0; here " \
+               f"{', '.join(reasons)}" if reasons else None
+
+    def setup(self, shapes, device):
+        import concurrent.futures
+        import multiprocessing
+        import time
+        todo = sorted({(s.m, s.n, s.k) for s in shapes if self.unsupported(s) is None})
+        if not todo:
+            return ""
+        t0 = time.perf_counter()
+        jobs = max(1, min(DEEPGEMM_COMPILE_JOBS, (os.cpu_count() or 2) // 2, len(todo)))
+        failed = []
+        with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            for mnk, fut in zip(todo, [pool.submit(_deepgemm_compile, mnk) for mnk in todo]):
+                try:
+                    fut.result()
+                except Exception as exc:  # the row itself reports the error when it runs
+                    failed.append(f"{mnk}: {type(exc).__name__}: {exc}"[:200])
+        line = f"deepgemm: kernels of {len(todo)} shapes compiled or found in its cache in " \
+               f"{time.perf_counter() - t0:.0f} s ({jobs} processes)"
+        return line + (f"; {len(failed)} failed, first: {failed[0]}" if failed else "")
+
     def convert(self, p):
         dg = self._module()
         a_scale = p.a_scale
-        if hasattr(dg, "get_col_major_tma_aligned_tensor"):  # older releases want the scale pre-laid-out
+        if hasattr(dg, "get_col_major_tma_aligned_tensor"):  # 1.x wants the scale pre-laid-out
             a_scale = dg.get_col_major_tma_aligned_tensor(a_scale.contiguous())
         return _k_major(p.a), _k_major(p.b), a_scale, p.b_scale.contiguous()
 

@@ -19,6 +19,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: benchmarks.shapes
+from benchmarks.shapes import CHALLENGE, DEEPSEEK_V3 as DEEPSEEK  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 
 # ---- MI300X (AMD data sheet / CDNA3 ISA guide) ---------------------------------------------------
@@ -42,12 +45,6 @@ SEED_US = 92.0           # the seed (RadeonFlow) kernel on its own checker, 18-s
 SEED_LEADERBOARD_US = 103.4
 AITER_M1024_US = 35.0    # AMD's tuned AITER CK kernel, M=1024 half, kernel time only, K-major inputs
 ROOFLINE_US = 14.0       # published MI300X roofline geomean of the 18 shapes
-
-CHALLENGE_NK = [(1536, 7168), (3072, 1536), (576, 7168), (7168, 256), (7168, 2048), (4608, 7168), (7168, 2304),
-                (512, 7168), (4096, 512)]
-CHALLENGE = [(m, n, k) for m in (1024, 6144) for n, k in CHALLENGE_NK]
-DEEPSEEK_NK = [(2112, 7168), (576, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048)]
-DEEPSEEK = [(m, n, k) for m in (64, 128, 4096) for n, k in DEEPSEEK_NK]
 
 # Reads shapes "m n k" from stdin; prints the tile table, then per shape the chosen config.
 CHOICE_PROGRAM = r"""

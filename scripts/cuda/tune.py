@@ -23,18 +23,16 @@ import json
 import math
 import statistics
 import sys
+from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.shapes
+from benchmarks.shapes import CHALLENGE as CH, DEEPSEEK_V3 as DS, LARGE_SQUARE as BIG  # noqa: E402
 
 SCALE_BLOCK = 128
 FLUSH_BYTES = 256 * 1024 * 1024
 OUT_FORMATS = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2}
-DS = [(m, n, k) for m in (64, 128, 4096) for n, k in
-      [(2112, 7168), (576, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048)]]
-CH = [(m, n, k) for m in (1024, 6144) for n, k in
-      [(1536, 7168), (3072, 1536), (576, 7168), (7168, 256), (7168, 2048), (4608, 7168), (7168, 2304),
-       (512, 7168), (4096, 512)]]
-BIG = [(8192, 8192, 8192), (6144, 7168, 4608)]
 
 
 class GemmArgs(ctypes.Structure):  # mirrors gemm::GemmArgs (gemm/gemm_contract.h)

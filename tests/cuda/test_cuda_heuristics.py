@@ -2,7 +2,7 @@
 tile_scheduler.h, plain C++).
 
 Compiles tests/cuda/plan_probe.cpp with the host compiler and asks it for the plan of every shape
-in cuda_shapes.CONFIG_SHAPES: together they must reach every tile configuration the package
+in benchmarks.shapes.CONFIG_SHAPES: together they must reach every tile configuration the package
 instantiates, with whole tiles, with a stream-K region and with a K split over a cluster, so that the
 GPU tests exercise every kernel and schedule that ships. The probe also walks every CTA's work units of
 whole-tile, stream-K and K-split plans and checks the K shares and the stream-K hand-off.
@@ -14,12 +14,14 @@ import json
 import math
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from cuda_shapes import CONFIG_SHAPES, H200_SMS, RAGGED_SHAPES, SCALE_PATH_SHAPES
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO_ROOT))  # the shape suites live in benchmarks/shapes.py
+from benchmarks.shapes import CONFIG_SHAPES, H200_SMS, RAGGED_SHAPES, SCALE_PATH_SHAPES  # noqa: E402
 
 
 @pytest.fixture(scope="module")

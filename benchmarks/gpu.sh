@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The GPU benchmark run: build the CUDA variant, set up DeepGEMM from its offline bundle, run the
+# side-by-side benchmark. Writes results.json, table.md, plot.png, build.log and bench.err to $OUT when set,
+# else to bench_runs/gpu-<UTC time>/. Extra arguments go to benchmarks.bench (e.g. --shapes decode).
+#   bash benchmarks/gpu.sh            needs .peers/dg1_bundle.tar.gz (or DEEPGEMM_BUNDLE=path)
+# A failed build is reported and the peers are still measured (our rows then say why they are missing).
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+OUT_DIR="${OUT:-bench_runs/gpu-$(date -u +%Y%m%d-%H%M%S)}"
+mkdir -p "$OUT_DIR"
+export PYTHONUNBUFFERED=1
+
+# Wheels of scripts/device_wheels.sh, for a machine without registry access.
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+
+# DeepGEMM 1.x (the peer engines route Hopper block-FP8 to): unpacked to /tmp, its prebuilt kernel cache
+# copied where its JIT looks, importable through PYTHONPATH. No table is published without it.
+BUNDLE="${DEEPGEMM_BUNDLE:-.peers/dg1_bundle.tar.gz}"
+if [ ! -f "$BUNDLE" ]; then
+  echo "DeepGEMM bundle not found at $BUNDLE (copy dg1_bundle.tar.gz there or set DEEPGEMM_BUNDLE)" >&2
+  exit 2
+fi
+rm -rf /tmp/dg1 && mkdir -p /tmp/dg1 && tar -xzf "$BUNDLE" -C /tmp/dg1
+export CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
+export DG_NVCC_COMPILER="${DG_NVCC_COMPILER:-$CUDA_HOME/bin/nvcc}" DG_CACHE_DIR="${DG_CACHE_DIR:-/tmp/dg_cache}"
+mkdir -p "$DG_CACHE_DIR/cache" && cp -rn /tmp/dg1/cache/. "$DG_CACHE_DIR/cache/"
+export PYTHONPATH=/tmp/dg1/DeepGEMM${PYTHONPATH:+:$PYTHONPATH}
+if ! python3 -c "import deep_gemm" 2>"$OUT_DIR/deepgemm.err"; then
+  echo "import deep_gemm FAILED:" >&2; tail -n 5 "$OUT_DIR/deepgemm.err" >&2; exit 2
+fi
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu \
+  --format=csv || true
+
+# BUILD_TIMEOUT_S bounds the build so that a slow one still leaves time to measure the peers.
+if ! timeout "${BUILD_TIMEOUT_S:-600}" python3 scripts/build.py -j "$(nproc)" >"$OUT_DIR/build.log" 2>&1; then
+  echo "scripts/build.py FAILED (tail of $OUT_DIR/build.log):"
+  tail -n 15 "$OUT_DIR/build.log"
+fi
+# stdout is the table (printed last); progress lines, warnings and any traceback go to bench.err.
+python3 -m benchmarks.bench --quiet --out-dir "$OUT_DIR" "$@" 2>"$OUT_DIR/bench.err"
+rc=$?
+grep -E "^(deepgemm|warning|wrote)" "$OUT_DIR/bench.err" | head -n 40
+if [ "$rc" -ne 0 ]; then
+  echo "benchmarks.bench exited $rc; tail of $OUT_DIR/bench.err:"
+  tail -n 25 "$OUT_DIR/bench.err"
+fi
+exit "$rc"
