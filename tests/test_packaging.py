@@ -309,3 +309,31 @@ def test_abi_check():
     library = ObjectFile(str(extension(local_variant_dir())))
     assert library.check_python_abi("3.9") == []
     assert library.check_manylinux("manylinux_2_28") == []
+
+
+# ------------------------------------------------------------------------------------------- card
+
+
+@pytest.mark.kernels_ci
+def test_card_renders_with_kernel_builder_context():
+    # kernel-builder renders CARD.md (minijinja) with these names at upload; jinja2 reads the same
+    # syntax. Every public function must be listed and the example must name the repository.
+    import jinja2
+
+    all_names = next(
+        [ast.literal_eval(e) for e in node.value.elts]
+        for node in ast.parse((PYTHON_SOURCES / "__init__.py").read_text()).body
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "__all__"
+    )
+    general = config()["general"]
+    card = jinja2.Environment(undefined=jinja2.StrictUndefined).from_string((REPO_ROOT / "CARD.md").read_text())
+    text = card.render(
+        repo_id=general["hub"]["repo-id"], version=general["version"], functions=all_names, layers=[],
+        has_benchmark=True, upstream=None, source=None, license=general["license"],
+    )  # fmt: skip
+    assert text.startswith("---\nlibrary_name: kernels\nlicense: apache-2.0\n")
+    assert f'get_kernel("{REPO_ID}", version={KERNEL_VERSION})' in text
+    for name in all_names:
+        assert f"- `{name}`" in text
+    for section in ("## What it does", "## Backends", "## How to use", "## Benchmarks"):
+        assert section in text
