@@ -4,8 +4,9 @@
 Fills build/<variant>/ exactly as kernel-builder lays it out (every torch-ext/gemm/**/*.py, a
 generated _ops.py, _gemm_<backend>_<id>.abi3.so and metadata.json) for the backend of the installed
 torch, so that `kernels.get_kernel` with LOCAL_KERNELS (or `get_local_kernel`) loads it. Sources,
-archs and flags come from build.toml; compile definitions follow kernel-builder's (see
-/work/shared/reference/kernel-builder.md). Objects live in build/.obj/<variant>/ and are rebuilt only
+archs and flags come from build.toml (`cxx-flags`, `cuda-flags`, `hip-flags` of each section); the
+only flags added here are the ones kernel-builder itself adds (optimization, PIC, C++ standard,
+-fno-gnu-unique, the backend's compile definitions, the limited API). Objects live in build/.obj/<variant>/ and are rebuilt only
 when their command or one of the files their dependency file lists has changed.
 """
 
@@ -23,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import time
 import tomllib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -141,7 +143,6 @@ def torch_facts(backend_override: str | None) -> dict:
         "backend": backend,
         "variant": f"torch{major}{minor}-{abi_tag}-{compute}-{platform.machine()}-linux",
         "cxx11_abi": int(cxx11),
-        "openmp": torch.backends.openmp.is_available(),
         "include": ext.include_paths("cuda" if backend in ("cuda", "rocm") else "cpu")
         + (nvidia_wheel_includes() if backend == "cuda" else []),
         "lib_dir": ext.TORCH_LIB_PATH,
@@ -190,14 +191,23 @@ def git(root: Path, *args: str) -> str:
     ).stdout.strip()
 
 
-def source_id(root: Path, config: dict) -> str:
-    """7 hex chars of HEAD's tree id (+ `_dirty` when tracked files changed), or of a source hash."""
+def git_state(root: Path) -> dict | None:
+    """HEAD's commit and tree ids and whether tracked files changed; None without a usable git."""
     try:
-        tree = git(root, "rev-parse", "HEAD^{tree}")[:ID_HEX_CHARS]
-        dirty = git(root, "status", "--porcelain", "--untracked-files=no")
-        return f"{tree}_dirty" if dirty else tree
+        return {
+            "commit": git(root, "rev-parse", "HEAD"),
+            "tree": git(root, "rev-parse", "HEAD^{tree}"),
+            "dirty": bool(git(root, "status", "--porcelain", "--untracked-files=no")),
+        }
     except (OSError, subprocess.CalledProcessError):
-        pass
+        return None
+
+
+def source_id(root: Path, config: dict, state: dict | None) -> str:
+    """7 hex chars of HEAD's tree id (+ `_dirty` when tracked files changed), or of a source hash."""
+    if state is not None:
+        tree = state["tree"][:ID_HEX_CHARS]
+        return f"{tree}_dirty" if state["dirty"] else tree
     # No usable git (no .git, no commits, no git binary; e.g. a copy of the tree on a device
     # machine): hash everything a build reads.
     digest = hashlib.sha256()
@@ -233,11 +243,6 @@ def include_flags(root: Path, section: dict, generated: Path, facts: dict) -> li
     return [f"-I{d}" for d in local] + [f for d in system for f in ("-isystem", d)]
 
 
-def openmp_flags(facts: dict) -> list[str]:
-    # at::parallel_for is inline and runs serially unless compiled with OpenMP like torch itself.
-    return ["-fopenmp"] if facts["backend"] == "cpu" and facts["openmp"] else []
-
-
 def find_tool(name: str, home: str | None) -> str:
     candidates = [Path(home) / "bin" / name] if home else []
     for candidate in candidates:
@@ -270,7 +275,7 @@ def compile_command(
     suffix = source.suffix
     if suffix in CXX_SUFFIXES:
         cxx = os.environ.get("CXX", "c++")
-        flags = ["-O3", "-fPIC", f"-std={std}", "-fno-gnu-unique", *openmp_flags(facts)]
+        flags = ["-O3", "-fPIC", f"-std={std}", "-fno-gnu-unique"]
         return (cxx, *flags, *base, *includes, *section.get("cxx-flags", []),
                 *depfile, "-c", str(source), "-o", str(obj))  # fmt: skip
     if suffix == DEVICE_SUFFIX.get(facts["backend"]) == ".cu":
@@ -333,13 +338,19 @@ def up_to_date(unit: Unit) -> bool:
     return True
 
 
-def compile_unit(unit: Unit) -> bool:
-    """Compiles `unit` unless it is up to date; returns whether it compiled."""
-    if up_to_date(unit):
-        return False
+def progress(message: str) -> None:
+    # A compile takes tens of seconds: say what is running, as it starts.
+    print(f"[build] {message}", file=sys.stderr, flush=True)
+
+
+def compile_unit(root: Path, unit: Unit) -> bool:
+    """Compiles `unit` (known to be out of date); returns True once it compiled."""
     unit.obj.parent.mkdir(parents=True, exist_ok=True)
     stamp_path(unit).unlink(missing_ok=True)
+    progress(f"compiling {unit.source.relative_to(root)}")
+    started = time.monotonic()
     run(unit.command, f"compiling {unit.source}")
+    progress(f"compiled {unit.source.relative_to(root)} in {time.monotonic() - started:.0f} s")
     inputs = {str(p): file_hash(p) for p in depfile_inputs(unit.obj.with_suffix(".d"))}
     stamp_path(unit).write_text(json.dumps({"command": list(unit.command), "inputs": inputs}))
     return True
@@ -363,7 +374,7 @@ def cudart_library(cuda_home: str | None) -> str:
     raise BuildError(f"libcudart.so not found under {', '.join(map(str, roots)) or 'no CUDA home'}")
 
 
-def link_command(objects: list[Path], output: Path, facts: dict) -> list[str]:
+def link_command(objects: list[Path], output: Path, config: dict, facts: dict) -> list[str]:
     torch_libs = {
         "cpu": ["-lc10", "-ltorch_cpu", "-ltorch"],
         "cuda": ["-lc10", "-lc10_cuda", "-ltorch_cpu", "-ltorch_cuda", "-ltorch"],
@@ -374,13 +385,22 @@ def link_command(objects: list[Path], output: Path, facts: dict) -> list[str]:
         runtime = [cudart_library(facts["cuda_home"])]
     elif facts["backend"] == "rocm":
         runtime = [f"-L{Path(facts['rocm_home']) / 'lib'}", "-lamdhip64"]
-    # No -lpython: the interpreter that loads the module provides the limited API symbols.
+    # The driver links with the C++ flags the objects were compiled with: -fopenmp, for one, also
+    # links the OpenMP runtime. No -lpython: the interpreter that loads the module provides the
+    # limited API symbols.
+    sections = [config["torch"], *sections_for(config, facts["backend"])]
+    cxx_flags = list(dict.fromkeys(f for section in sections for f in section.get("cxx-flags", [])))
     linker = os.environ.get("CXX", "c++")
-    return [linker, "-shared", *openmp_flags(facts), "-o", str(output), *map(str, objects),
+    return [linker, "-shared", *cxx_flags, "-o", str(output), *map(str, objects),
             f"-L{facts['lib_dir']}", *torch_libs, *runtime]  # fmt: skip
 
 
-def metadata(config: dict, ops_id: str, facts: dict) -> dict:
+# Written as kernel-builder's `provenance.kernel-builder.version`: this build did not come from
+# kernel-builder, and a reader of metadata.json must be able to tell.
+LOCAL_BUILDER = "local scripts/build.py"
+
+
+def metadata(config: dict, ops_id: str, facts: dict, state: dict | None) -> dict:
     backend = facts["backend"]
     kernels = sections_for(config, backend)
     if backend == "cuda":
@@ -390,14 +410,19 @@ def metadata(config: dict, ops_id: str, facts: dict) -> dict:
     else:
         archs = []
     general = config["general"]
-    return {
-        "name": general["name"],
-        "id": ops_id,
-        "version": general["version"],
-        "license": general["license"],
+    # Field names and order as kernel-builder writes them (kernels-data's Metadata).
+    meta = {"name": general["name"], "id": ops_id, "version": general["version"], "license": general["license"]}
+    meta |= {key: general[key] for key in ("upstream", "source") if key in general}
+    meta |= {
         "python-depends": general.get("python-depends", []),
+        "kernel-depends": [],
         "backend": {"type": backend, "archs": archs},
     }
+    # The builder is this repository's script, so its git state is the kernel's own.
+    kernel = None if state is None else {"commit": state["commit"], "dirty": state["dirty"]}
+    builder = {"version": LOCAL_BUILDER, **(kernel or {})}
+    meta["provenance"] = {"kernel-builder": builder, **({"kernel": kernel} if kernel else {})}
+    return meta
 
 
 def assemble(root: Path, variant_dir: Path, library: Path, ops_id: str, meta: dict) -> None:
@@ -441,38 +466,44 @@ def build(root: Path, backend_override: str | None, jobs: int) -> Path:
     config = load_config(root)
     facts = torch_facts(backend_override)
     check_listed_files(root, config, facts["backend"])
-    ops_id = f"_{PACKAGE}_{facts['backend']}_{source_id(root, config)}"
+    state = git_state(root)
+    ops_id = f"_{PACKAGE}_{facts['backend']}_{source_id(root, config, state)}"
 
     obj_dir = root / "build" / ".obj" / facts["variant"]
     generated = obj_dir / "generated"
     generated.mkdir(parents=True, exist_ok=True)
     with exclusive(obj_dir.parent / f"{facts['variant']}.lock"):
-        return build_locked(root, config, facts, ops_id, obj_dir, jobs)
+        return build_locked(root, config, facts, ops_id, state, obj_dir, jobs)
 
 
-def build_locked(root: Path, config: dict, facts: dict, ops_id: str, obj_dir: Path, jobs: int) -> Path:
+def build_locked(
+    root: Path, config: dict, facts: dict, ops_id: str, state: dict | None, obj_dir: Path, jobs: int
+) -> Path:
     generated = obj_dir / "generated"
     registration = generated / "registration.h"
     if not registration.is_file() or registration.read_text() != REGISTRATION_H:
         registration.write_text(REGISTRATION_H)
 
     units = translation_units(root, config, facts, ops_id, obj_dir)
+    stale = [u for u in units if not up_to_date(u)]
+    progress(f"{facts['variant']}: compiling {len(stale)} of {len(units)} units ({jobs} at a time)")
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        compiled = sum(pool.map(compile_unit, units))
+        compiled = sum(pool.map(lambda u: compile_unit(root, u), stale))
 
     library = obj_dir / f"{ops_id}.abi3.so"
     for stale in obj_dir.glob(f"_{PACKAGE}_*.so"):
         if stale != library:
             stale.unlink()
-    link = link_command([u.obj for u in units], library, facts)
+    link = link_command([u.obj for u in units], library, config, facts)
     link_stamp = obj_dir / "link.stamp"
     if compiled or not library.is_file() or not link_stamp.is_file() or json.loads(link_stamp.read_text()) != link:
         link_stamp.unlink(missing_ok=True)
+        progress(f"linking {library.name}")
         run(link, f"linking {library.name}")
         link_stamp.write_text(json.dumps(link))
 
     variant_dir = root / "build" / facts["variant"]
-    assemble(root, variant_dir, library, ops_id, metadata(config, ops_id, facts))
+    assemble(root, variant_dir, library, ops_id, metadata(config, ops_id, facts, state))
     print(f"built {variant_dir.relative_to(root)} ({ops_id}; compiled {compiled} of {len(units)} units)")
     return variant_dir
 

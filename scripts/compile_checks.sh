@@ -2,7 +2,8 @@
 # Backend compile checks that `make test` runs before pytest (no GPU needed):
 #   ROCm: set up the gfx942 toolchain (scripts/rocm/setup_toolchain.sh: apt + .deb downloads), then
 #         compile the HIP sources for gfx942 (scripts/rocm/compile_check.py);
-#   CUDA: compile for sm_90a and check the machine code (scripts/cuda/check_sass.sh; needs nvcc).
+#   CUDA: compile for sm_90a and check the machine code (scripts/cuda/check_sass.sh; needs nvcc and
+#         cuobjdump: the machine's own, else those scripts/setup.sh installed into .toolchain/cuda/).
 # Locally, a check whose script or tool is missing is skipped with a warning. In CI (CI=true) that
 # is a failure: a check that did not run must not look like one that passed.
 set -euo pipefail
@@ -26,10 +27,17 @@ else
   "$PYTHON" scripts/rocm/compile_check.py
 fi
 
+# Appended: tools already on the machine keep precedence; only the missing ones come from here.
+CUDA_TOOLS_BIN="$PWD/.toolchain/cuda/nvidia/cu13/bin"
+export PATH="$PATH:$CUDA_TOOLS_BIN"
+if ! command -v nvcc >/dev/null 2>&1 || [ "$(command -v nvcc)" = "$CUDA_TOOLS_BIN/nvcc" ]; then
+  export CUDA_HOME="${CUDA_TOOLS_BIN%/bin}"
+fi
+
 if [ ! -f scripts/cuda/check_sass.sh ]; then
   cannot_run "scripts/cuda/check_sass.sh is missing"
-elif ! command -v nvcc >/dev/null 2>&1; then
-  cannot_run "nvcc not found: the sm_90a SASS check needs it (.ci/run installs it from PyPI)"
+elif ! command -v nvcc >/dev/null 2>&1 || ! command -v cuobjdump >/dev/null 2>&1; then
+  cannot_run "sm_90a SASS check: nvcc or cuobjdump not found (scripts/setup.sh installs both from PyPI; offline?)"
 else
   bash scripts/cuda/check_sass.sh
 fi

@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
-# Installs the Python packages that building, testing and benchmarking gemm need, and only those
-# that are missing (or at the wrong pinned version), so it runs offline when everything is there
-# (e.g. on a device machine, whose image brings its own torch). Idempotent.
+# Installs what building, testing and benchmarking gemm need, and only what is missing (or at the
+# wrong pinned version), so it runs offline when everything is there (e.g. on a device machine,
+# whose image brings its own torch). Idempotent.
+#   - Python packages (torch, the loader, the ABI checker, pytest, ...);
+#   - the CUDA compiler tools the sm_90a SASS check needs (nvcc, cuobjdump), from PyPI into the
+#     repository's ignored .toolchain/cuda/, when the machine lacks either. Offline, that step is
+#     skipped with a warning (scripts/compile_checks.sh then says the check did not run); in CI
+#     (CI=true) it is a failure.
 set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 PYTHON="${PYTHON:-python3}"
 TORCH_VERSION=2.13.0
@@ -49,3 +56,27 @@ if [ "${#missing[@]}" -gt 0 ]; then
   pip_install "${missing[@]}"
 fi
 log "python packages ready"
+
+# Pinned to one release (nvcc 13.0, as on the H200 image); cuobjdump/nvdisasm start at 13.2 on
+# PyPI and read sm_90a code the same. scripts/compile_checks.sh looks in CUDA_TOOLS_BIN.
+CUDA_WHEELS=(
+  nvidia-cuda-nvcc==13.0.88 nvidia-nvvm==13.0.88 nvidia-cuda-crt==13.0.88
+  nvidia-cuda-runtime==13.0.88 nvidia-cuda-cccl==13.0.85
+  nvidia-cuda-cuobjdump==13.2.51 nvidia-cuda-nvdisasm==13.2.51
+)
+CUDA_TOOLS_DIR="$PWD/.toolchain/cuda"
+CUDA_TOOLS_BIN="$CUDA_TOOLS_DIR/nvidia/cu13/bin"
+
+have_tool() { command -v "$1" >/dev/null 2>&1 || [ -x "$CUDA_TOOLS_BIN/$1" ]; }
+
+if ! have_tool nvcc || ! have_tool cuobjdump; then
+  log "installing the CUDA compiler tools from PyPI into $CUDA_TOOLS_DIR"
+  if ! "$PYTHON" -m pip install -q --disable-pip-version-check --target "$CUDA_TOOLS_DIR" "${CUDA_WHEELS[@]}"; then
+    if [ "${CI:-}" = true ]; then
+      log "FAILED (CI): the CUDA tools could not be installed; the sm_90a check cannot run"
+      exit 1
+    fi
+    log "WARNING: the CUDA tools could not be installed (offline?); the sm_90a check will be skipped"
+  fi
+fi
+log "ready"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 import torch
@@ -47,11 +48,25 @@ DEEPGEMM_MAX_CALC_DIFF = 1e-3
 MIN_REF_ABS_MAX = 1.0
 
 
+def local_kernels_entries() -> dict[str, str]:
+    """LOCAL_KERNELS ("repo_id=path:repo_id=path") as a dict, as `kernels` parses it."""
+    value = os.environ.get("LOCAL_KERNELS", "")
+    return dict(entry.split("=", 1) for entry in value.split(":") if "=" in entry)
+
+
+def kernel_root() -> Path:
+    """Where the build under test lives: LOCAL_KERNELS's path for gemm when it names one (kernel-builder's
+    ci-test points it at its own output, whose variant sits directly inside), else this repository
+    (variants in build/)."""
+    return Path(local_kernels_entries().get(REPO_ID, REPO_ROOT))
+
+
 def find_variant_dir() -> Path:
-    """build/<variant>/ that `kernels` loads on this system; FileNotFoundError when there is none."""
+    """<root>/<variant>/ or <root>/build/<variant>/ that `kernels` loads on this system, root being
+    kernel_root(); FileNotFoundError when there is none."""
     from kernels.resolver import resolve_local_kernel  # after conftest has set LOCAL_KERNELS
 
-    return resolve_local_kernel(REPO_ROOT, backend=None).variant_path
+    return resolve_local_kernel(kernel_root(), backend=None).variant_path
 
 
 def local_variant_dir() -> Path:
@@ -61,7 +76,7 @@ def local_variant_dir() -> Path:
     try:
         return find_variant_dir()
     except FileNotFoundError as e:
-        pytest.fail(f"no build of gemm for this system in {REPO_ROOT / 'build'}: {BUILD_HINT}\n{e}", pytrace=False)
+        pytest.fail(f"no build of gemm for this system in {kernel_root()}: {BUILD_HINT}\n{e}", pytrace=False)
 
 
 def variant_devices(variant_dir: Path) -> list[str]:

@@ -119,8 +119,9 @@ def test_out_argument(kernel, device, inputs):
         kernel.ops.gemm(_out(device, (M - 1, N)), a, b, a_scale, b_scale)
     with _raises(TypeError, "out must be torch.bfloat16, torch.float16 or torch.float32", "torch.int32"):
         kernel.gemm(a, b, a_scale, b_scale, out=_out(device, dtype=torch.int32))
-    with _raises(TypeError, "out must be", "torch.float8_e4m3fn"):
-        kernel.gemm(a, b, a_scale, b_scale, out_dtype=torch.float8_e4m3fn)
+    for bad in (torch.float8_e4m3fn, torch.int8):
+        with _raises(TypeError, "out_dtype must be torch.bfloat16, torch.float16 or torch.float32", str(bad)):
+            kernel.gemm(a, b, a_scale, b_scale, out_dtype=bad)
     with _raises(TypeError, "out_dtype is torch.float16 but out has dtype torch.bfloat16"):
         kernel.gemm(a, b, a_scale, b_scale, out=_out(device), out_dtype=torch.float16)
     # Column-major or inner-strided out: refused (the result must land in `out` as given).
@@ -153,16 +154,44 @@ def test_dims(kernel, device, inputs):
         kernel.ops.gemm(_out(device, (M * N,)), a, b, a_scale, b_scale)
 
 
+ARGUMENTS = ("a", "b", "a_scale", "b_scale")
+
+
+@pytest.mark.kernels_ci
+@pytest.mark.parametrize("name", ["b", "a_scale", "b_scale", "out"])
+def test_tensor_on_meta(kernel, device, inputs, name):
+    # A `meta` tensor among real ones dispatches the op to its fake implementation, which used to
+    # write nothing: the call returned uninitialized memory. Through the wrapper and the raw op.
+    args = dict(zip(ARGUMENTS, inputs), out=_out(device))
+    args[name] = args[name].to("meta")
+    expected = f"expected {name} on {torch.device(device, 0) if device == 'cuda' else device}"
+    with _raises(ValueError, "all tensors must be on one device", expected, "got meta"):
+        kernel.gemm(**args)
+    with _raises(ValueError, "all tensors must be on one device", expected, "got meta"):
+        kernel.ops.gemm(args["out"], *(args[n] for n in ARGUMENTS))
+
+
+@pytest.mark.kernels_ci
+def test_all_on_meta_is_shape_only(kernel, device, inputs):
+    # Meta tensors everywhere are legitimate (shape propagation): no error, nothing computed.
+    a, b, a_scale, b_scale = (t.to("meta") for t in inputs)
+    out = kernel.gemm(a, b, a_scale, b_scale)
+    assert out.device.type == "meta" and out.shape == (M, N)
+
+
 def test_mixed_devices(kernel, device, inputs):
     if device != "cuda":
         pytest.skip("needs a GPU next to the CPU")
     a, b, a_scale, b_scale = inputs
-    with _raises(ValueError, "all tensors must be on one device", "b_scale is on cpu"):
+    with _raises(ValueError, "all tensors must be on one device", "expected b_scale on cuda:0", "got cpu"):
         kernel.gemm(a, b, a_scale, b_scale.cpu())
-    with _raises(ValueError, "all tensors must be on one device", "out is on cpu"):
+    with _raises(ValueError, "all tensors must be on one device", "expected out on cuda:0", "got cpu"):
         kernel.gemm(a, b, a_scale, b_scale, out=_out("cpu"))
+    # The raw op: the binding's own check (the dispatcher picks the GPU kernel).
+    with _raises(ValueError, "all tensors must be on one device", "expected b_scale on cuda:0", "got cpu"):
+        kernel.ops.gemm(_out(device), a, b, a_scale, b_scale.cpu())
     if torch.cuda.device_count() >= 2:
-        with _raises(ValueError, "all tensors must be on one device", "b is on cuda:1"):
+        with _raises(ValueError, "all tensors must be on one device", "expected b on cuda:0", "got cuda:1"):
             kernel.gemm(a, b.to("cuda:1"), a_scale, b_scale)
     # All on the CPU, with the GPU build loaded: a clear refusal, not the dispatcher's generic error.
     with _raises(ValueError, "this build of gemm runs on", "a is on cpu"):

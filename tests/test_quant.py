@@ -104,6 +104,15 @@ def test_quantized_gemm_end_to_end(kernel, device):
 
 
 @pytest.mark.kernels_ci
+def test_quantizers_refuse_integer_input(kernel):
+    # Integer codes have no scale to recover: quantizing them would invent one silently.
+    with pytest.raises(TypeError, match=r"quantize_activation: x must be a floating-point tensor.*torch.int32"):
+        kernel.quantize_activation(torch.arange(256, dtype=torch.int32).view(2, 128))
+    with pytest.raises(TypeError, match=r"quantize_weight: w must be a floating-point tensor.*torch.int8"):
+        kernel.quantize_weight(torch.ones(128, 128, dtype=torch.int8))
+
+
+@pytest.mark.kernels_ci
 def test_e4m3fn_to_e4m3fnuz_every_byte(kernel):
     fn = torch.arange(256, dtype=torch.int32).to(torch.uint8).view(torch.float8_e4m3fn)
     scale = torch.tensor([0.75])

@@ -38,3 +38,13 @@ def test_reference_detects_swapped_scale_blocks(kernel):
     swapped = a_scale[:, [1, 0, 2, 3, 4]]
     with pytest.raises(AssertionError):
         assert_close_gemm(kernel.gemm_reference(a, b, swapped, b_scale), exact)
+
+
+@pytest.mark.kernels_ci
+def test_reference_refuses_non_fp8_operands(kernel):
+    # An fp32 `a` would be read as already dequantized and multiplied by a_scale a second time.
+    a, b, a_scale, b_scale = make_inputs(7, 192, 100, seed=3)
+    with pytest.raises(TypeError, match=r"gemm_reference: a must be torch.float8_e4m3fn .*got torch.float32"):
+        kernel.gemm_reference(a.float(), b, a_scale, b_scale)
+    with pytest.raises(TypeError, match=r"gemm_reference: b must be torch.float8_e4m3fn .*got torch.bfloat16"):
+        kernel.gemm_reference(a, b.bfloat16(), a_scale, b_scale)

@@ -16,6 +16,13 @@
 #include "gemm/gemm_contract.h"
 #include "registration.h"
 
+// build.toml's [torch] cxx-flags rename glibc's __libc_single_threaded (GLIBC_2.32), which
+// libstdc++'s inline refcounting reads, to this library-private variable so the module needs only
+// glibc 2.28 (manylinux_2_28). 0 means "other threads may exist": refcounts stay atomic.
+#if defined(__libc_single_threaded)
+extern "C" __attribute__((visibility("hidden"))) char __libc_single_threaded = 0;
+#endif
+
 #if defined(CUDA_KERNEL) || defined(ROCM_KERNEL)
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/Stream.h>
@@ -140,9 +147,12 @@ void check_shape(const at::Tensor& t, const char* name, const char* dims, int64_
                     num(rows), ", ", num(cols), "], got ", shape_str(t));
 }
 
-void check_same_device(const at::Tensor& t, const char* name, const at::Tensor& a) {
-  TORCH_CHECK_VALUE(t.device() == a.device(), "gemm: all tensors must be on one device; ", name, " is on ",
-                    t.device().str(), " but a is on ", a.device().str());
+// Every tensor is checked against a's device: one elsewhere (another GPU, the CPU, `meta`) would be
+// read as if it were there. (A `meta` tensor dispatches to the fake implementation instead, which
+// runs the same check in Python.)
+void check_device(const at::Tensor& t, const char* name, const at::Tensor& a) {
+  TORCH_CHECK_VALUE(t.device() == a.device(), "gemm: all tensors must be on one device; expected ", name, " on ",
+                    a.device().str(), " (the device of a), got ", t.device().str());
 }
 
 void check_scale_dtype(const at::Tensor& t, const char* name) {
@@ -189,10 +199,10 @@ Problem validate(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b
   check_scale_dtype(b_scale, "b_scale");
   problem.out_format = out_format(out);
 
-  check_same_device(b, "b", a);
-  check_same_device(a_scale, "a_scale", a);
-  check_same_device(b_scale, "b_scale", a);
-  check_same_device(out, "out", a);
+  check_device(b, "b", a);
+  check_device(a_scale, "a_scale", a);
+  check_device(b_scale, "b_scale", a);
+  check_device(out, "out", a);
 
   problem.m = a.size(0);
   problem.k = a.size(1);

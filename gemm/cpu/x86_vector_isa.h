@@ -10,6 +10,7 @@
 // vector extensions, 16-byte vectors, no intrinsics.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
@@ -18,6 +19,10 @@
 #endif
 
 namespace gemm::cpu {
+
+// Cache line of x86-64 (and of the AArch64 cores the portable path meets): prefetch stride and
+// the alignment of packed panels, which must never split one.
+constexpr size_t kCacheLineBytes = 64;
 
 struct IsaPortable {
   static constexpr const char* kName = "portable";

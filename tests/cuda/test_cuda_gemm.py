@@ -7,14 +7,11 @@ distinct signed per-block scales.
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 import torch
-from _helpers import REPO_ROOT, assert_close_gemm, make_inputs, reference_gemm
+from _helpers import assert_close_gemm, make_inputs, reference_gemm
 
-sys.path.insert(0, str(REPO_ROOT))  # the shape suites live in benchmarks/shapes.py
-from benchmarks.shapes import CONFIG_SHAPES, RAGGED_SHAPES, SCALE_PATH_SHAPES  # noqa: E402
+from benchmarks.shapes import CONFIG_SHAPES, RAGGED_SHAPES, SCALE_PATH_SHAPES
 
 HAS_SM90 = (
     torch.cuda.is_available() and torch.version.hip is None and torch.cuda.get_device_capability()[0] == 9

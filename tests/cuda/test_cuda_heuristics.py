@@ -14,14 +14,13 @@ import json
 import math
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from benchmarks.shapes import CONFIG_SHAPES, H200_SMS, RAGGED_SHAPES, SCALE_PATH_SHAPES
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO_ROOT))  # the shape suites live in benchmarks/shapes.py
-from benchmarks.shapes import CONFIG_SHAPES, H200_SMS, RAGGED_SHAPES, SCALE_PATH_SHAPES  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,9 @@ import torch
 
 from ._fp8 import SCALE_BLOCK_K, SCALE_BLOCK_N, e4m3fn_to_e4m3fnuz, fp8_max
 from ._ops import add_op_namespace_prefix, ops
+
+# What `gemm` can write; mirrors the binding's out formats.
+OUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 from ._quant import quantize_activation, quantize_weight
 from ._reference import gemm_reference
 
@@ -58,6 +61,11 @@ def gemm(
             f"gemm: a_scale must have shape [..., ceil(K/128)] with the leading dims of a "
             f"{tuple(batch)}, got {tuple(a_scale.shape)}"
         )
+    _check_devices(a=a, b=b, a_scale=a_scale, b_scale=b_scale, out=out)
+    if out_dtype is not None and out_dtype not in OUT_DTYPES:
+        raise TypeError(
+            f"gemm: out_dtype must be torch.bfloat16, torch.float16 or torch.float32, got {out_dtype}"
+        )
     n = b.shape[0]
     if out is None:
         out_2d = torch.empty(a.shape[:-1].numel(), n, dtype=out_dtype or torch.bfloat16, device=a.device)
@@ -96,6 +104,17 @@ def fp8_act_quant(x: torch.Tensor, block_size: int = SCALE_BLOCK_K):
     return quantize_activation(x, block=block_size)
 
 
+def _check_devices(a: torch.Tensor, **others: Optional[torch.Tensor]) -> None:
+    # Checked here as well as in the binding: a `meta` tensor among CPU or GPU ones would dispatch
+    # the op to its fake implementation, which writes nothing.
+    for name, t in others.items():
+        if t is not None and t.device != a.device:
+            raise ValueError(
+                f"gemm: all tensors must be on one device; expected {name} on {a.device} "
+                f"(the device of a), got {t.device}"
+            )
+
+
 def _merge_leading_dims(out: torch.Tensor) -> torch.Tensor:
     # The result must land in `out`, so this has to be a view: reshape could silently copy.
     try:
@@ -109,5 +128,6 @@ def _merge_leading_dims(out: torch.Tensor) -> torch.Tensor:
 
 @torch.library.register_fake(add_op_namespace_prefix("gemm"))
 def _gemm_fake(out, a, b, a_scale, b_scale) -> None:
-    # The op only writes into `out`, whose metadata the caller fixed; nothing new to describe.
-    return None
+    # The op only writes into `out`, whose metadata the caller fixed; nothing new to describe. The
+    # device check is the one thing the binding cannot do for a call that landed here.
+    _check_devices(a=a, b=b, a_scale=a_scale, b_scale=b_scale, out=out)

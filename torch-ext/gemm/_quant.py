@@ -13,6 +13,12 @@ def _block_scale(amax: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return torch.where(scale > 0, scale, torch.ones_like(scale))
 
 
+def _check_float(name: str, t: torch.Tensor) -> None:
+    # Integer codes carry no scale of their own: quantizing them would silently invent one.
+    if not t.is_floating_point():
+        raise TypeError(f"{name} must be a floating-point tensor (e.g. torch.bfloat16), got {t.dtype}")
+
+
 def _saturate(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     # x / (amax / max) can round to just above max; the cast must not overflow.
     limit = fp8_max(dtype)
@@ -37,6 +43,7 @@ def quantize_activation(
     CUDA backend reads fastest: its 128+-row tiles load a K group's scales with one TMA copy instead of
     transposing them first (about 3 % of the time of an M >= 1024 GEMM on an H200).
     """
+    _check_float("quantize_activation: x", x)
     k = x.shape[-1]
     k_blocks = ceil_div(k, block)
     groups = F.pad(x.float(), (0, k_blocks * block - k)).unflatten(-1, (k_blocks, block))
@@ -54,6 +61,7 @@ def quantize_weight(w: torch.Tensor, block: int = SCALE_BLOCK_N, dtype: torch.dt
     ceil(K/block)] contiguous float32 (ragged edge tiles are zero-padded). With the default block of
     128 these are the `b` and `b_scale` that `gemm` takes.
     """
+    _check_float("quantize_weight: w", w)
     if w.dim() != 2:
         raise ValueError(f"quantize_weight: w must be a 2-D tensor [N, K], got shape {tuple(w.shape)}")
     n, k = w.shape

@@ -2,7 +2,7 @@
 
 import torch
 
-from ._fp8 import SCALE_BLOCK_K, SCALE_BLOCK_N, ceil_div
+from ._fp8 import FP8_DTYPES, SCALE_BLOCK_K, SCALE_BLOCK_N, ceil_div
 
 
 def gemm_reference(
@@ -19,6 +19,11 @@ def gemm_reference(
     the result is rounded to `out_dtype` at the end. `a` may have leading batch dims ([..., K], with
     `a_scale` [..., ceil(K/128)]); any strides are accepted. Slow: meant for checking, not serving.
     """
+    for name, t in (("a", a), ("b", b)):
+        if t.dtype not in FP8_DTYPES:
+            raise TypeError(
+                f"gemm_reference: {name} must be torch.float8_e4m3fn or torch.float8_e4m3fnuz, got {t.dtype}"
+            )
     k = a.shape[-1]
     n = b.shape[0]
     a_float = a.float()

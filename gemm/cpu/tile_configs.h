@@ -1,0 +1,42 @@
+// Block sizes of the CPU kernel: the column tile a task owns and the register tile (kMR x kNR)
+// of the micro-kernel, derived per vector ISA from its register file (x86_vector_isa.h).
+#pragma once
+
+#include <cstdint>
+
+#include "../gemm_contract.h"
+
+namespace gemm::cpu {
+
+// Columns per task. Dividing kScaleBlockN keeps one B scale per (task, K block).
+constexpr int64_t kTileN = 64;
+static_assert(kScaleBlockN % kTileN == 0, "a column tile must not straddle a B scale block");
+
+// Vectors per micro-tile row: two independent B loads per k step.
+constexpr int kVectorsPerRow = 2;
+// One register for the broadcast A value.
+constexpr int kBroadcastRegisters = 1;
+// Left to the compiler: with all 31 (AVX-512: 14 rows) GCC 12 spills accumulators in the k loop
+// (measured 512x2112x7168: 12 rows 15 % faster than 14; AVX2 equal at 4 and 6 rows).
+constexpr int kCompilerRegisters = 4;
+
+template <class Isa>
+struct VectorTypes {
+  static constexpr int kLanes = Isa::kVectorBytes / static_cast<int>(sizeof(float));
+  typedef float Float __attribute__((vector_size(Isa::kVectorBytes)));
+  typedef int32_t Int __attribute__((vector_size(Isa::kVectorBytes)));
+};
+
+template <class Isa>
+struct TileConfig {
+  static constexpr int kLanes = VectorTypes<Isa>::kLanes;
+  static constexpr int kNR = kLanes * kVectorsPerRow;
+  // Rows of the register tile: what is left of the register file after the B vectors, the A
+  // broadcast and the compiler's share, kVectorsPerRow accumulators per row.
+  static constexpr int kMR =
+      (Isa::kVectorRegisters - kVectorsPerRow - kBroadcastRegisters - kCompilerRegisters) /
+      kVectorsPerRow;
+  static_assert(kTileN % kNR == 0, "a column tile is a whole number of micro-tile strips");
+};
+
+}  // namespace gemm::cpu
