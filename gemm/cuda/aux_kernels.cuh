@@ -156,10 +156,10 @@ __global__ void __launch_bounds__(kRepackThreads, kRepackMinBlocksPerSm)
 // writes 32 consecutive rows.
 struct ScaleCopy {
   const void* src = nullptr;  // in `format`
-  ScaleFormat format = ScaleFormat::kF32;
   int64_t rows = 0, cols = 0, stride_r = 0, stride_c = 0;
   float* dst = nullptr;
   int64_t ld = 0;
+  ScaleFormat format = ScaleFormat::kF32;
 };
 constexpr int kScaleCopyTile = hopper::kWarpSize;  // rows x cols of a block's tile
 constexpr int kScaleCopyThreads = 256;

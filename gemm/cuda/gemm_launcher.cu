@@ -207,7 +207,7 @@ std::string plan_scale_copy(const char* name, const void* ptr, ScaleFormat forma
     return std::string("gemm (CUDA): workspace allocation of ") + std::to_string(bytes) +
            " bytes for the K-block-major copy of `" + name + "` failed";
   }
-  copy = cuda::ScaleCopy{ptr, format, rows, kblocks, stride_row, stride_k, dst, padded};
+  copy = cuda::ScaleCopy{ptr, rows, kblocks, stride_row, stride_k, dst, padded, format};
   return {};
 }
 
