@@ -11,7 +11,9 @@
          torch._scaled_mm (checked first; wrong results are reported as WRONG, not timed);
 --sweep: times every config, whole tiles and stream-K, per suite shape, and cuBLAS: the data the cost
          model in gemm/cuda/planner.h is fitted to;
---profile M,N,K,CONFIG[,STREAM_K]: two launches of one forced plan, for `ncu --launch-skip 1 --launch-count 1`.
+--profile M,N,K,CONFIG[,STREAM_K]: two launches of one forced plan, for `ncu --launch-skip 1 --launch-count 1`;
+--quant: the activation quantizer (bf16 -> e4m3fn + M-major fp32 scales) on DeepSeek-V3 activation shapes,
+         time and achieved DRAM bandwidth (bytes read + written).
 Timing: CUDA events, a 256 MB buffer written before each iteration (cold L2), median.
 """
 
@@ -35,6 +37,7 @@ CH = [(m, n, k) for m in (1024, 6144) for n, k in
       [(1536, 7168), (3072, 1536), (576, 7168), (7168, 256), (7168, 2048), (4608, 7168), (7168, 2304),
        (512, 7168), (4096, 512)]]
 BIG = [(8192, 8192, 8192), (6144, 7168, 4608)]
+QUANT = [(m, k) for m in (64, 128, 1024, 4096, 16384) for k in (1536, 2048, 7168, 16384)] + [(65536, 7168)]
 
 
 class GemmArgs(ctypes.Structure):  # mirrors gemm::GemmArgs (gemm/gemm_contract.h)
@@ -358,6 +361,17 @@ def sweep(be: Backend, path: str, iters: int) -> None:
                   f"{2 * m * n * k / times[best] / 1e6:.0f} TF/s  {cb}  plan {be.plan(m, n, k)}", flush=True)
 
 
+def quant_bench(be: Backend) -> None:
+    for m, k in QUANT:
+        x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+        q = torch.empty(m, k, dtype=torch.uint8, device="cuda")
+        kb = -(-k // SCALE_BLOCK)
+        scale = torch.empty(kb, m, device="cuda").t()
+        t = timeit(lambda: be.quantize(x, q, scale))
+        nbytes = m * k * (x.element_size() + 1) + m * kb * 4
+        print(f"QUANT {m:6d} x {k:5d} bf16: {t:8.1f} us {nbytes / t / 1e6:5.2f} TB/s", flush=True)
+
+
 def profile(be: Backend, spec: str) -> None:
     """One warm-up and one measured launch of a forced plan "M,N,K,CONFIG[,STREAM_K]" (for ncu)."""
     m, n, k, cfg, *rest = (int(v) for v in spec.split(","))
@@ -376,6 +390,7 @@ def main() -> int:
     p.add_argument("--sweep", metavar="JSONL")
     p.add_argument("--iters", type=int, default=10, help="timed iterations per sweep point")
     p.add_argument("--profile", metavar="M,N,K,CONFIG[,STREAM_K]")
+    p.add_argument("--quant", action="store_true")
     args = p.parse_args()
     torch.manual_seed(0)
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -389,6 +404,8 @@ def main() -> int:
         sweep(be, args.sweep, args.iters)
     if args.profile:
         profile(be, args.profile)
+    if args.quant:
+        quant_bench(be)
     print("FAILS:", fails)
     return 1 if fails else 0
 
