@@ -335,6 +335,8 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
           for (int kb = w.kb_begin; kb < w.kb_end;
                ++kb, pos.advance(), a_src += p.a_scale_stride_k, b_src += b_step) {
             const int s = pos.stage;
+            // UE8M0: the byte is loaded before the wait for the stage, which then covers its latency.
+            const uint8_t b_byte = kUe8m0 && b_ok ? __ldg(reinterpret_cast<const uint8_t*>(b_src)) : 0;
             ptx::mbar_wait(&empty_bar[s], pos.phase ^ 1);
             if (!kTmaScales || !p.a_scale_tma) {
               const uint32_t dst = a_dst0 + s * kAScaleFloats * kFloat;
@@ -351,7 +353,9 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
             if constexpr (kUe8m0) {
               // A plain store, published by this lane's own (release) arrive; the cp.async arrive before it
               // only holds the phase open until the lane's A-scale copies have landed.
-              if (b_lane) ptx::st_shared_f32(b_dst0 + s * kBScaleFloats * kFloat, b_ok ? ue8m0_to_float(__ldg(b_src)) : 0.f);
+              if (b_lane) {
+                ptx::st_shared_f32(b_dst0 + s * kBScaleFloats * kFloat, b_ok ? ue8m0_to_float(b_byte) : 0.f);
+              }
               ptx::cp_async_mbar_arrive(&full_bar[s]);
               ptx::mbar_arrive(&full_bar[s]);
             } else {
