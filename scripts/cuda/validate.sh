@@ -42,7 +42,7 @@ wait "$package"
 summary build_package $? 300
 export GEMM_CUDA_SHIM="$LIB"
 step check 150 python3 scripts/cuda/tune.py "$LIB" --check
-step gpu_tests 240 python3 -m pytest -q -m "not slow" -p no:cacheprovider tests/cuda tests/test_gemm.py \
+step gpu_tests 360 python3 -m pytest -q -m "not slow" -p no:cacheprovider tests/cuda tests/test_gemm.py \
   tests/test_quant.py tests/test_compile.py tests/test_reference.py
 step error_tests 60 python3 -m pytest -q -p no:cacheprovider tests/test_errors.py
 step slow_tests 120 python3 -m pytest -q -m slow -p no:cacheprovider tests/cuda
