@@ -1,5 +1,5 @@
 // Helper kernels around the FP8 GEMM: the K-major repack for operands TMA cannot read directly,
-// and the A-scale transpose.
+// and the A-scale transpose (which also decodes UE8M0 A scales to fp32).
 #pragma once
 
 #include <cstdint>
@@ -7,6 +7,7 @@
 #include "../gemm_contract.h"
 #include "hopper_layout.h"
 #include "hopper_ptx.h"
+#include "scale_formats.h"
 
 namespace gemm::cuda {
 
@@ -148,21 +149,24 @@ __global__ void __launch_bounds__(kRepackThreads, kRepackMinBlocksPerSm)
   }
 }
 
-// ---- A scales -> K-block-major: dst[c * ld + r] = src[r * stride_r + c * stride_c] ----
+// ---- A scales -> K-block-major fp32: dst[c * ld + r] = src[r * stride_r + c * stride_c] ----
 // TMA loads a tile's A scales of one K block as one row of a [K/128, M] array; scales in any other
-// layout (the quantizers' row-major [M, K/128] among them) are copied into that form first, through a
-// shared-memory tile: a warp reads 32 consecutive K blocks of a row and writes 32 consecutive rows.
+// layout (the quantizers' row-major [M, K/128] among them) or format (UE8M0, decoded here) are copied
+// into that form first, through a shared-memory tile: a warp reads 32 consecutive K blocks of a row and
+// writes 32 consecutive rows.
 struct ScaleCopy {
-  const float* src = nullptr;
+  const void* src = nullptr;  // in `format`
   int64_t rows = 0, cols = 0, stride_r = 0, stride_c = 0;
   float* dst = nullptr;
   int64_t ld = 0;
+  ScaleFormat format = ScaleFormat::kF32;
 };
 constexpr int kScaleCopyTile = hopper::kWarpSize;  // rows x cols of a block's tile
 constexpr int kScaleCopyThreads = 256;
 constexpr int kScaleCopyRowsPerPass = kScaleCopyThreads / kScaleCopyTile;
 
-// Grid: x over row tiles, y (capped) strides over column tiles.
+// Grid: x over row tiles, y (capped) strides over column tiles. kFormat is j.format.
+template <ScaleFormat kFormat>
 __global__ void __launch_bounds__(kScaleCopyThreads) transpose_scales_kernel(const ScaleCopy j) {
   // The GEMM behind it is its programmatic dependent: let it start its prologue now (it waits for this
   // grid to complete before it reads a scale).
@@ -174,7 +178,7 @@ __global__ void __launch_bounds__(kScaleCopyThreads) transpose_scales_kernel(con
        c0 += static_cast<int64_t>(gridDim.y) * kScaleCopyTile) {
     for (int i = ty; i < kScaleCopyTile; i += kScaleCopyRowsPerPass) {
       const int64_t r = r0 + i, c = c0 + tx;
-      if (r < j.rows && c < j.cols) tile[i][tx] = j.src[r * j.stride_r + c * j.stride_c];
+      if (r < j.rows && c < j.cols) tile[i][tx] = load_scale<kFormat>(j.src, r * j.stride_r + c * j.stride_c);
     }
     __syncthreads();
     for (int i = ty; i < kScaleCopyTile; i += kScaleCopyRowsPerPass) {

@@ -35,8 +35,6 @@
 // control over where the promotion sits relative to the asynchronous wgmma window.
 #pragma once
 
-#pragma once
-
 #include <cuda.h>
 
 #include <cstdint>
@@ -47,6 +45,7 @@
 #include "hopper_layout.h"
 #include "hopper_ptx.h"
 #include "kernel_params.h"
+#include "scale_formats.h"
 #include "tile_configs.h"
 #include "tile_scheduler.h"
 #include "wgmma_fp8.h"
@@ -305,48 +304,72 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
       }
     } else if (warp == kScaleWarp) {
       const int64_t num_scale_n = (p.n + kScaleBlockN - 1) / kScaleBlockN;
-      RingPos<kStages> pos;
-      for (int unit = 0; cta_work_unit(p.sched, sched_cta, sched_grid, k_rank, k_split, unit, w); ++unit) {
-        const int64_t nb = (w.n_blk * kClusterN + cta_rank) * kBlockN / kScaleBlockN + lane;
-        const bool b_lane = lane < kMaxScaleBlocks;
-        const bool b_ok = b_lane && nb < num_scale_n;
-        // This lane's scale pointers walk along K (the warp's latency per K block is on the path to each
-        // stage's full barrier): A rows lane, lane + 32, ... of the tile, and B scale block nb (or, past
-        // N, a fixed address read as zero bytes).
-        const int64_t row0 = w.m_blk * kBlockM + lane;
-        // Rows of the tile this lane copies that exist (lane, lane + 32, ... below M): a small count, so
-        // the per-row checks stay 32-bit.
-        const int a_rows = static_cast<int>(p.m - row0 < kBlockM ? p.m - row0 : kBlockM);
-        const float* a_src = p.a_scale + row0 * p.a_scale_stride_m + w.kb_begin * p.a_scale_stride_k;
-        const float* b_src =
-            b_ok ? p.b_scale + nb * p.b_scale_stride_n + w.kb_begin * p.b_scale_stride_k : p.b_scale;
-        const int64_t b_step = b_ok ? p.b_scale_stride_k : 0;
-        const int64_t a_row_step = hopper::kWarpSize * p.a_scale_stride_m;
-        // 32-bit shared addresses of this lane's first A and B scale slots (the warp runs on the
-        // producer's register budget).
-        const uint32_t a_dst0 = ptx::smem_addr(smem_a_scales + lane);
-        const uint32_t b_dst0 = ptx::smem_addr(smem_b_scales + lane);
-        constexpr uint32_t kFloat = sizeof(float);
-        for (int kb = w.kb_begin; kb < w.kb_end;
-             ++kb, pos.advance(), a_src += p.a_scale_stride_k, b_src += b_step) {
-          const int s = pos.stage;
-          ptx::mbar_wait(&empty_bar[s], pos.phase ^ 1);
-          if (!kTmaScales || !p.a_scale_tma) {
-            const uint32_t dst = a_dst0 + s * kAScaleFloats * kFloat;
-            const float* src = a_src;
-            // Rolled for 128+-row tiles (this gather is their rare path): unrolled, its hoisted per-row
-            // offsets overflow the producer's registers.
-            constexpr int kRows = kBlockM / hopper::kWarpSize;
+      // One copy of the loop per B-scale format, chosen once: the fp32 loop stays as it was, and UE8M0
+      // bytes are decoded here, on the producer, so that the math warps read fp32 scales either way.
+      auto gather_scales = [&](auto ue8m0_tag) {
+        constexpr bool kUe8m0 = decltype(ue8m0_tag)::value;
+        using BScale = std::conditional_t<kUe8m0, uint8_t, float>;
+        const auto* b_scale = static_cast<const BScale*>(p.b_scale);
+        RingPos<kStages> pos;
+        for (int unit = 0; cta_work_unit(p.sched, sched_cta, sched_grid, k_rank, k_split, unit, w); ++unit) {
+          const int64_t nb = (w.n_blk * kClusterN + cta_rank) * kBlockN / kScaleBlockN + lane;
+          const bool b_lane = lane < kMaxScaleBlocks;
+          const bool b_ok = b_lane && nb < num_scale_n;
+          // This lane's scale pointers walk along K (the warp's latency per K block is on the path to each
+          // stage's full barrier): A rows lane, lane + 32, ... of the tile, and B scale block nb (or, past
+          // N, a fixed address read as zero bytes).
+          const int64_t row0 = w.m_blk * kBlockM + lane;
+          // Rows of the tile this lane copies that exist (lane, lane + 32, ... below M): a small count, so
+          // the per-row checks stay 32-bit.
+          const int a_rows = static_cast<int>(p.m - row0 < kBlockM ? p.m - row0 : kBlockM);
+          const float* a_src = p.a_scale + row0 * p.a_scale_stride_m + w.kb_begin * p.a_scale_stride_k;
+          const BScale* b_src =
+              b_ok ? b_scale + nb * p.b_scale_stride_n + w.kb_begin * p.b_scale_stride_k : b_scale;
+          const int64_t b_step = b_ok ? p.b_scale_stride_k : 0;
+          const int64_t a_row_step = hopper::kWarpSize * p.a_scale_stride_m;
+          // 32-bit shared addresses of this lane's first A and B scale slots (the warp runs on the
+          // producer's register budget).
+          const uint32_t a_dst0 = ptx::smem_addr(smem_a_scales + lane);
+          const uint32_t b_dst0 = ptx::smem_addr(smem_b_scales + lane);
+          constexpr uint32_t kFloat = sizeof(float);
+          for (int kb = w.kb_begin; kb < w.kb_end;
+               ++kb, pos.advance(), a_src += p.a_scale_stride_k, b_src += b_step) {
+            const int s = pos.stage;
+            // UE8M0: the byte is loaded before the wait for the stage, which then covers its latency.
+            const uint8_t b_byte = kUe8m0 && b_ok ? __ldg(reinterpret_cast<const uint8_t*>(b_src)) : 0;
+            ptx::mbar_wait(&empty_bar[s], pos.phase ^ 1);
+            if (!kTmaScales || !p.a_scale_tma) {
+              const uint32_t dst = a_dst0 + s * kAScaleFloats * kFloat;
+              const float* src = a_src;
+              // Rolled for 128+-row tiles (this gather is their rare path): unrolled, its hoisted per-row
+              // offsets overflow the producer's registers.
+              constexpr int kRows = kBlockM / hopper::kWarpSize;
 #pragma unroll(kRows <= 2 ? kRows : 1)
-            for (int i = 0; i < kRows; ++i, src += a_row_step) {
-              const bool ok = i * hopper::kWarpSize < a_rows;
-              ptx::cp_async_4(dst + i * hopper::kWarpSize * kFloat, ok ? src : p.a_scale, ok ? kFloat : 0);
+              for (int i = 0; i < kRows; ++i, src += a_row_step) {
+                const bool ok = i * hopper::kWarpSize < a_rows;
+                ptx::cp_async_4(dst + i * hopper::kWarpSize * kFloat, ok ? src : p.a_scale, ok ? kFloat : 0);
+              }
+            }
+            if constexpr (kUe8m0) {
+              // A plain store, published by this lane's own (release) arrive; the cp.async arrive before it
+              // only holds the phase open until the lane's A-scale copies have landed.
+              if (b_lane) {
+                ptx::st_shared_f32(b_dst0 + s * kBScaleFloats * kFloat, b_ok ? ue8m0_to_float(b_byte) : 0.f);
+              }
+              ptx::cp_async_mbar_arrive(&full_bar[s]);
+              ptx::mbar_arrive(&full_bar[s]);
+            } else {
+              if (b_lane) ptx::cp_async_4(b_dst0 + s * kBScaleFloats * kFloat, b_src, b_ok ? kFloat : 0);
+              ptx::cp_async_mbar_arrive_noinc(&full_bar[s]);
             }
           }
-          if (b_lane) ptx::cp_async_4(b_dst0 + s * kBScaleFloats * kFloat, b_src, b_ok ? kFloat : 0);
-          ptx::cp_async_mbar_arrive_noinc(&full_bar[s]);
+          split_barriers();
         }
-        split_barriers();
+      };
+      if (p.b_scale_format == ScaleFormat::kUE8M0) {
+        gather_scales(std::true_type{});
+      } else {
+        gather_scales(std::false_type{});
       }
     } else {
       for (int unit = 0; k_split > 1 && cta_work_unit(p.sched, sched_cta, sched_grid, k_rank, k_split, unit, w); ++unit) {

@@ -196,33 +196,43 @@ bool scales_m_major_readable(const float* ptr, int64_t rows, int64_t kblocks, in
   return kblocks == 1 || (stride_k >= rows && stride_k % kAlignFloats == 0);
 }
 
-// Uses the scales in place when TMA can read them, else sets up a K-block-major copy in `copy` (the
+// Sets up `copy`: a K-block-major fp32 copy in workspace of `rows` x `kblocks` scales in `format` (the
 // caller launches it, see launch_scale_copy).
-std::string prepare_scales(const char* name, const float* ptr, int64_t rows, int64_t kblocks,
-                           int64_t stride_row, int64_t stride_k, const Workspace& ws, cuda::ScaleCopy& copy,
-                           ScaleOperand& op) {
+std::string plan_scale_copy(const char* name, const void* ptr, ScaleFormat format, int64_t rows, int64_t kblocks,
+                            int64_t stride_row, int64_t stride_k, const Workspace& ws, cuda::ScaleCopy& copy) {
   const int64_t padded = cuda::cdiv(rows, kAlignFloats) * kAlignFloats;
-  if (scales_m_major_readable(ptr, rows, kblocks, stride_row, stride_k)) {
-    op.ptr = ptr;
-    op.ld = kblocks == 1 ? padded : stride_k;
-    return {};
-  }
   const size_t bytes = static_cast<size_t>(kblocks) * static_cast<size_t>(padded) * sizeof(float);
   auto* dst = static_cast<float*>(ws.get(bytes));
   if (dst == nullptr) {
     return std::string("gemm (CUDA): workspace allocation of ") + std::to_string(bytes) +
            " bytes for the K-block-major copy of `" + name + "` failed";
   }
-  copy = cuda::ScaleCopy{ptr, rows, kblocks, stride_row, stride_k, dst, padded};
-  op.ptr = dst;
-  op.ld = padded;
+  copy = cuda::ScaleCopy{ptr, rows, kblocks, stride_row, stride_k, dst, padded, format};
+  return {};
+}
+
+// Uses the fp32 scales in place when TMA can read them, else sets up a K-block-major copy in `copy`.
+std::string prepare_scales(const char* name, const float* ptr, int64_t rows, int64_t kblocks,
+                           int64_t stride_row, int64_t stride_k, const Workspace& ws, cuda::ScaleCopy& copy,
+                           ScaleOperand& op) {
+  if (scales_m_major_readable(ptr, rows, kblocks, stride_row, stride_k)) {
+    op.ptr = ptr;
+    op.ld = kblocks == 1 ? cuda::cdiv(rows, kAlignFloats) * kAlignFloats : stride_k;
+    return {};
+  }
+  if (std::string err = plan_scale_copy(name, ptr, ScaleFormat::kF32, rows, kblocks, stride_row, stride_k, ws, copy);
+      !err.empty()) return err;
+  op.ptr = copy.dst;
+  op.ld = copy.ld;
   return {};
 }
 
 std::string launch_scale_copy(const cuda::ScaleCopy& copy, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(cuda::cdiv(copy.rows, cuda::kScaleCopyTile)),
                   static_cast<unsigned>(std::min(cuda::cdiv(copy.cols, cuda::kScaleCopyTile), kMaxGridY)));
-  cuda::transpose_scales_kernel<<<grid, cuda::kScaleCopyThreads, 0, stream>>>(copy);
+  const auto transpose = copy.format == ScaleFormat::kUE8M0 ? cuda::transpose_scales_kernel<ScaleFormat::kUE8M0>
+                                                            : cuda::transpose_scales_kernel<ScaleFormat::kF32>;
+  transpose<<<grid, cuda::kScaleCopyThreads, 0, stream>>>(copy);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) {
     return cuda_error("transpose_scales_kernel launch", e);
   }
@@ -342,6 +352,12 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
            std::to_string(static_cast<int>(args.a_format)) + ", b format " +
            std::to_string(static_cast<int>(args.b_format)) + "; 0 = e4m3fn, 1 = e4m3fnuz)";
   }
+  for (const auto& [name, format] : {std::pair{"a_scale", args.a_scale_format}, std::pair{"b_scale", args.b_scale_format}}) {
+    if (format != ScaleFormat::kF32 && format != ScaleFormat::kUE8M0) {
+      return std::string("gemm (CUDA): ") + name + " must be float32 or UE8M0 (got scale format " +
+             std::to_string(static_cast<int>(format)) + "; 0 = float32, 1 = UE8M0)";
+    }
+  }
   if (args.c_stride_n != 1) {
     return "gemm (CUDA): out must have unit stride along N (expected c_stride_n 1, got " +
            std::to_string(args.c_stride_n) + ")";
@@ -367,13 +383,24 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
   const int64_t kblocks = cuda::cdiv(k, cuda::kBlockK);
   ScaleOperand sa;
   cuda::ScaleCopy scale_copy{};
+  // The A scales as fp32 (strides in floats): the caller's, or UE8M0 ones decoded into a K-block-major
+  // copy, which every path then reads in place.
+  const float* a_scale = static_cast<const float*>(args.a_scale);
+  int64_t a_scale_stride_m = args.a_scale_stride_m, a_scale_stride_k = args.a_scale_stride_k;
+  if (args.a_scale_format == ScaleFormat::kUE8M0) {
+    if (err = plan_scale_copy("a_scale", args.a_scale, ScaleFormat::kUE8M0, m, kblocks, a_scale_stride_m,
+                              a_scale_stride_k, workspace, scale_copy);
+        !err.empty()) return err;
+    a_scale = scale_copy.dst;
+    a_scale_stride_m = 1;
+    a_scale_stride_k = scale_copy.ld;
+  }
   const bool a_scale_tma =
-      cuda::scales_by_tma(cfg) && (!cuda::gather_a_scales(plan) ||
-                                   scales_m_major_readable(static_cast<const float*>(args.a_scale), m, kblocks, args.a_scale_stride_m,
-                                                           args.a_scale_stride_k));
+      cuda::scales_by_tma(cfg) &&
+      (!cuda::gather_a_scales(plan) || scales_m_major_readable(a_scale, m, kblocks, a_scale_stride_m, a_scale_stride_k));
   if (a_scale_tma) {
-    if (err = prepare_scales("a_scale", static_cast<const float*>(args.a_scale), m, kblocks, args.a_scale_stride_m, args.a_scale_stride_k,
-                             workspace, scale_copy, sa);
+    if (err = prepare_scales("a_scale", a_scale, m, kblocks, a_scale_stride_m, a_scale_stride_k, workspace,
+                             scale_copy, sa);
         !err.empty()) return err;
     if (err = encode_scales("a_scale", sa, m, kblocks, cfg.block_m, 1, maps.a_scale); !err.empty()) return err;
   }
@@ -394,10 +421,11 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
   p.m = m;
   p.n = n;
   p.sched = plan.sched;
-  p.a_scale = static_cast<const float*>(args.a_scale);
-  p.a_scale_stride_m = args.a_scale_stride_m;
-  p.a_scale_stride_k = args.a_scale_stride_k;
-  p.b_scale = static_cast<const float*>(args.b_scale);
+  p.a_scale = a_scale;
+  p.a_scale_stride_m = a_scale_stride_m;
+  p.a_scale_stride_k = a_scale_stride_k;
+  p.b_scale = args.b_scale;
+  p.b_scale_format = args.b_scale_format;
   p.b_scale_stride_n = args.b_scale_stride_n;
   p.b_scale_stride_k = args.b_scale_stride_k;
   p.a_scale_tma = a_scale_tma;
@@ -474,8 +502,10 @@ std::string gpu_slots(int device, GpuSlots& slots) {
 }  // namespace cuda
 
 std::string gemm_launch(const GemmArgs& args, const Workspace& workspace, void* stream) {
-  if (args.a_scale_format != ScaleFormat::kF32 || args.b_scale_format != ScaleFormat::kF32 || args.num_groups != 0)
-    return "UE8M0 scales and grouped GEMMs are not implemented by the CUDA backend";
+  if (args.num_groups != 0) {
+    return "gemm (CUDA): grouped GEMMs are not implemented by the CUDA backend yet (expected num_groups 0, got " +
+           std::to_string(args.num_groups) + ")";
+  }
   int device = 0;
   if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return cuda_error("cudaGetDevice", e);
   cuda::GpuSlots slots;

@@ -182,6 +182,14 @@ __device__ __forceinline__ void cp_async_4(uint32_t dst, const void* src, uint32
 __device__ __forceinline__ void cp_async_mbar_arrive_noinc(uint64_t* bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_addr(bar)) : "memory");
 }
+// Without .noinc: the pending count goes up now and back down once this thread's earlier cp.async copies
+// have landed, so the phase cannot complete before them; the thread still arrives on its own.
+__device__ __forceinline__ void cp_async_mbar_arrive(uint64_t* bar) {
+  asm volatile("cp.async.mbarrier.arrive.shared::cta.b64 [%0];" ::"r"(smem_addr(bar)) : "memory");
+}
+__device__ __forceinline__ void st_shared_f32(uint32_t dst, float v) {
+  asm volatile("st.shared.f32 [%0], %1;" ::"r"(dst), "f"(v) : "memory");
+}
 
 // ---- wgmma ordering ----
 __device__ __forceinline__ void wgmma_fence() {

@@ -23,7 +23,7 @@ struct KernelParams {
   TileSchedule sched;
   const float* a_scale = nullptr;
   int64_t a_scale_stride_m = 0, a_scale_stride_k = 0;
-  const float* b_scale = nullptr;
+  const void* b_scale = nullptr;  // in b_scale_format
   int64_t b_scale_stride_n = 0, b_scale_stride_k = 0;
   void* out = nullptr;
   int64_t out_ld = 0;
@@ -37,6 +37,9 @@ struct KernelParams {
   // K blocks [0, pair_kblocks) are whole, so the producer may load two of them with one instruction
   // through the TensorMaps *_pair maps (pairs_loads() in tile_configs.h); 0: never.
   int32_t pair_kblocks = 0;
+  // fp32 or UE8M0 (decoded by the scale warp); A scales always arrive as fp32 (the launcher decodes UE8M0
+  // ones into an fp32 copy).
+  ScaleFormat b_scale_format = ScaleFormat::kF32;
 };
 
 }  // namespace gemm::cuda

@@ -2,7 +2,9 @@
 # Compile-only check of the CUDA sm_90a backend (no GPU needed; runs in CI on CPU machines):
 #   - every gemm/cuda/*.cu compiles for sm_90a (-gencode=arch=compute_90a,code=sm_90a);
 #   - ptxas reports zero spills and no ignored setmaxnreg (warning C7508) for every kernel;
-#   - every FP8 GEMM kernel's SASS contains QGMMA (the FP8 wgmma), i.e. it is on the tensor-core path.
+#   - every FP8 GEMM kernel's SASS contains QGMMA (the FP8 wgmma), i.e. it is on the tensor-core path;
+#   - every activation quantizer reads x with 16-byte loads (LDG.E.128) and converts with the saturating
+#     e4m3 pack (F2FP.SATFINITE.E4M3), i.e. it stays a bandwidth-bound single pass.
 # Needs nvcc and cuobjdump (pip install nvidia-cuda-cuobjdump puts it in site-packages/nvidia/cu13/bin).
 # Prints "N passed, M failed"; exits non-zero on any failure.
 set -u
@@ -60,6 +62,15 @@ for src in "$ROOT"/gemm/cuda/*.cu; do
         if [ "$n" -gt 0 ]; then pass "$(echo "$fn" | cut -c1-90): $n QGMMA"; else fail "$fn: no QGMMA in SASS"; fi ;;
     esac
   done <"$WORK/$name.qgmma"
+  awk '/Function :/ { if (fn != "") print fn, v, c; fn = $3; v = 0; c = 0 } /LDG\.E\.128/ { v++ } /F2FP\.SATFINITE\.E4M3/ { c++ }
+       END { if (fn != "") print fn, v, c }' "$WORK/$name.sass" >"$WORK/$name.quant"
+  while read -r fn v c; do
+    case "$fn" in
+      *quantize_kernel*)
+        if [ "$v" -gt 0 ] && [ "$c" -gt 0 ]; then pass "$(echo "$fn" | cut -c1-90): $v LDG.E.128, $c F2FP.SATFINITE.E4M3"
+        else fail "$fn: LDG.E.128 $v, F2FP.SATFINITE.E4M3 $c (expected both > 0)"; fi ;;
+    esac
+  done <"$WORK/$name.quant"
 done
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """A few ragged / stream-K / repack shapes through the built package, each checked against
-the float64 reference; run under compute-sanitizer by scripts/cuda/run_sanitizer.sh (sm_90a GPU only)."""
+the float64 reference; then, with GEMM_CUDA_SHIM set (validate.sh sets it), UE8M0 scales and the
+activation quantizer's ragged and misaligned tails through the raw launcher. Run under compute-sanitizer by
+scripts/cuda/run_sanitizer.sh (sm_90a GPU only)."""
 
 from __future__ import annotations
 
@@ -10,11 +12,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "cuda"))
 os.environ["LOCAL_KERNELS"] = f"kernels-community/gemm={ROOT}"
 
 import torch  # noqa: E402
 import kernels  # noqa: E402
 from _helpers import assert_close_gemm, make_inputs, reference_gemm  # noqa: E402
+from cuda_shim import load_tune  # noqa: E402
 
 CASES = [  # (m, n, k, layout): ragged M/N/K, K % 16 != 0, stream-K, K split, both BLOCK_M, M-major repack
     (1, 8, 16, "contiguous"),
@@ -36,7 +40,40 @@ def main() -> int:
         torch.cuda.synchronize()
         assert_close_gemm(out, reference_gemm(a, b, a_s, b_s))
         print(f"ok {m}x{n}x{k} {layout}", flush=True)
+    shim_cases()
     return 0
+
+
+UE8M0_CASES = [(1, 8, 16), (77, 520, 1000), (300, 2112, 1040)]  # (m, n, k): 64- and 128-row plans
+QUANT_CASES = [(1, 16), (3, 100), (17, 1001), (65, 1000)]  # (m, k): ragged groups, K % 8 != 0
+
+
+def shim_cases() -> None:
+    path = os.environ.get("GEMM_CUDA_SHIM")
+    if not path:
+        print("shim cases skipped: GEMM_CUDA_SHIM is not set", flush=True)
+        return
+    tune = load_tune()
+    be = tune.Backend(path)
+    for m, n, k in UE8M0_CASES:
+        a, b, a_s, b_s = tune.make(m, n, k)
+        a_e = torch.randint(120, 134, a_s.shape, device="cuda", dtype=torch.uint8)
+        b_e = torch.randint(120, 134, b_s.shape, device="cuda", dtype=torch.uint8)
+        out = be.gemm(a, b, a_e, b_e)
+        want = be.gemm(a, b, torch.exp2(a_e.float() - 127), torch.exp2(b_e.float() - 127))
+        torch.cuda.synchronize()
+        assert torch.equal(out.view(torch.int16), want.view(torch.int16)), (m, n, k)
+        print(f"ok UE8M0 {m}x{n}x{k}", flush=True)
+    for m, k in QUANT_CASES:
+        for dtype in (torch.bfloat16, torch.float32):
+            buf = torch.randn(m, k + 1, device="cuda").to(dtype)
+            kb = -(-k // 128)
+            q = torch.empty(m, k, dtype=torch.uint8, device="cuda")
+            for x in (buf[:, :k], buf[:, 1:]):
+                be.quantize(x, q, torch.empty(kb, m, device="cuda").t())
+                be.quantize(x, q, torch.empty(m, kb, dtype=torch.uint8, device="cuda"), scale_format=1)
+            torch.cuda.synchronize()
+            print(f"ok quantize {m}x{k} {dtype}", flush=True)
 
 
 if __name__ == "__main__":

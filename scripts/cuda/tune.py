@@ -2,7 +2,7 @@
 """CUDA-backend tuning harness (sm_90a GPU): drives gemm_launch and forced plans through ctypes, no package build.
 
     nvcc -std=c++17 -O3 -shared -Xcompiler -fPIC -gencode=arch=compute_90a,code=sm_90a \\
-        -o /tmp/libtune.so scripts/cuda/tune_shim.cu gemm/cuda/gemm_launcher.cu
+        -o /tmp/libtune.so scripts/cuda/tune_shim.cu gemm/cuda/gemm_launcher.cu gemm/cuda/quantize_launcher.cu
     python3 scripts/cuda/tune.py /tmp/libtune.so [--check] [--suite] [--sweep FILE.jsonl]
 
 --check: every tile config x {whole tiles, stream-K} on ragged shapes, plus M-major, misaligned, padded
@@ -11,7 +11,9 @@
          torch._scaled_mm (checked first; wrong results are reported as WRONG, not timed);
 --sweep: times every config, whole tiles and stream-K, per suite shape, and cuBLAS: the data the cost
          model in gemm/cuda/planner.h is fitted to;
---profile M,N,K,CONFIG[,STREAM_K]: two launches of one forced plan, for `ncu --launch-skip 1 --launch-count 1`.
+--profile M,N,K,CONFIG[,STREAM_K]: two launches of one forced plan, for `ncu --launch-skip 1 --launch-count 1`;
+--quant: the activation quantizer (bf16 -> e4m3fn + M-major fp32 scales) on DeepSeek-V3 activation shapes,
+         time and achieved DRAM bandwidth (bytes read + written).
 Timing: CUDA events, a 256 MB buffer written before each iteration (cold L2), median.
 """
 
@@ -33,6 +35,7 @@ from benchmarks.shapes import CHALLENGE as CH, DEEPSEEK_V3 as DS, LARGE_SQUARE a
 SCALE_BLOCK = 128
 FLUSH_BYTES = 256 * 1024 * 1024
 OUT_FORMATS = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2}
+QUANT = [(m, k) for m in (64, 128, 1024, 4096, 16384) for k in (1536, 2048, 7168, 16384)] + [(65536, 7168)]
 
 
 class GemmArgs(ctypes.Structure):  # mirrors gemm::GemmArgs (gemm/gemm_contract.h)
@@ -42,7 +45,27 @@ class GemmArgs(ctypes.Structure):  # mirrors gemm::GemmArgs (gemm/gemm_contract.
         ("a_scale", ctypes.c_void_p), ("a_scale_stride_m", ctypes.c_int64), ("a_scale_stride_k", ctypes.c_int64),
         ("b_scale", ctypes.c_void_p), ("b_scale_stride_n", ctypes.c_int64), ("b_scale_stride_k", ctypes.c_int64),
         ("c", ctypes.c_void_p), ("c_stride_m", ctypes.c_int64), ("c_stride_n", ctypes.c_int64),
-        ("a_format", ctypes.c_int32), ("b_format", ctypes.c_int32), ("c_format", ctypes.c_int32)]
+        ("a_format", ctypes.c_int32), ("b_format", ctypes.c_int32), ("c_format", ctypes.c_int32),
+        ("a_scale_format", ctypes.c_int32), ("b_scale_format", ctypes.c_int32),
+        ("num_groups", ctypes.c_int64), ("b_stride_group", ctypes.c_int64), ("b_scale_stride_group", ctypes.c_int64),
+        ("group_ends", ctypes.c_void_p), ("row_group", ctypes.c_void_p)]
+
+
+class QuantizeArgs(ctypes.Structure):  # mirrors gemm::QuantizeArgs (gemm/gemm_contract.h)
+    _fields_ = [("m", ctypes.c_int64), ("k", ctypes.c_int64),
+                ("x", ctypes.c_void_p), ("x_stride_m", ctypes.c_int64), ("x_format", ctypes.c_int32),
+                ("q", ctypes.c_void_p), ("q_stride_m", ctypes.c_int64), ("q_format", ctypes.c_int32),
+                ("scale", ctypes.c_void_p), ("scale_stride_m", ctypes.c_int64), ("scale_stride_k", ctypes.c_int64),
+                ("scale_format", ctypes.c_int32), ("pow2_scale", ctypes.c_bool), ("static_scale", ctypes.c_void_p)]
+
+
+IN_FORMATS = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2}
+# UE8M0 scales: torch.float8_e8m0fnu, or their raw exponent bytes as uint8.
+UE8M0_DTYPES = (torch.uint8,) + ((torch.float8_e8m0fnu,) if hasattr(torch, "float8_e8m0fnu") else ())
+
+
+def scale_format(t: torch.Tensor) -> int:
+    return 1 if t.dtype in UE8M0_DTYPES else 0
 
 
 ALLOC = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
@@ -68,6 +91,12 @@ class Backend:
         self.lib.tune_plan.argtypes = [ctypes.c_longlong] * 3 + [ctypes.POINTER(ctypes.c_int)]
         self.lib.tune_config.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
         self.lib.tune_slots.argtypes = [ctypes.POINTER(ctypes.c_int)]
+        self.lib.tune_quantize.argtypes = [ctypes.POINTER(QuantizeArgs), ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int]
+        sizes = (ctypes.c_longlong * 2)()
+        self.lib.tune_args_sizes(sizes)
+        if tuple(sizes) != (ctypes.sizeof(GemmArgs), ctypes.sizeof(QuantizeArgs)):
+            raise RuntimeError(f"ctypes mirrors out of date: C++ sizes {tuple(sizes)}, ctypes "
+                               f"{(ctypes.sizeof(GemmArgs), ctypes.sizeof(QuantizeArgs))}")
         sizes = self.lib.tune_max_cluster_ctas()
         o = (ctypes.c_int * (sizes + 1))()
         self.lib.tune_slots(o)
@@ -85,13 +114,15 @@ class Backend:
         bm, bn, cn = self.configs[cfg]
         return -(-m // bm) * -(-n // (bn * cn)), self.slots[cn]
 
-    def gemm(self, a, b, a_s, b_s, out=None, out_dtype=torch.bfloat16, config=-1, stream_k=False, k_split=1):
+    def gemm(self, a, b, a_s, b_s, out=None, out_dtype=torch.bfloat16, config=-1, stream_k=False, k_split=1,
+             num_groups=0):
         m, k = a.shape
         n = b.shape[0]
         c = out if out is not None else torch.empty(m, n, dtype=out_dtype, device="cuda")
         args = GemmArgs(m, n, k, a.data_ptr(), *a.stride(), b.data_ptr(), *b.stride(),
                         a_s.data_ptr(), *a_s.stride(), b_s.data_ptr(), *b_s.stride(),
-                        c.data_ptr(), *c.stride(), 0, 0, OUT_FORMATS[c.dtype])
+                        c.data_ptr(), *c.stride(), 0, 0, OUT_FORMATS[c.dtype], scale_format(a_s), scale_format(b_s),
+                        num_groups)
         err = ctypes.create_string_buffer(512)
         stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
         try:
@@ -101,6 +132,18 @@ class Backend:
         finally:
             _workspace.clear()
         return c
+
+    def quantize(self, x, q, scale, scale_format=0, pow2=False, static_scale=None, q_format=0):
+        """quantize_launch of x [M, K] into q [M, K] (q_format 0: e4m3fn) and scale [M, ceil(K / 128)] (any
+        strides, scale_format 0: fp32, 1: UE8M0)."""
+        m, k = x.shape
+        args = QuantizeArgs(m, k, x.data_ptr(), x.stride(0), IN_FORMATS[x.dtype], q.data_ptr(), q.stride(0), q_format,
+                            scale.data_ptr(), *scale.stride(), scale_format, pow2,
+                            static_scale.data_ptr() if static_scale is not None else None)
+        err = ctypes.create_string_buffer(512)
+        stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+        if self.lib.tune_quantize(ctypes.byref(args), stream, err, 512):
+            raise RuntimeError(err.value.decode())
 
     def plan(self, m, n, k):
         o = (ctypes.c_int * 7)()
@@ -316,6 +359,17 @@ def sweep(be: Backend, path: str, iters: int) -> None:
                   f"{2 * m * n * k / times[best] / 1e6:.0f} TF/s  {cb}  plan {be.plan(m, n, k)}", flush=True)
 
 
+def quant_bench(be: Backend) -> None:
+    for m, k in QUANT:
+        x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+        q = torch.empty(m, k, dtype=torch.uint8, device="cuda")
+        kb = -(-k // SCALE_BLOCK)
+        scale = torch.empty(kb, m, device="cuda").t()
+        t = timeit(lambda: be.quantize(x, q, scale))
+        nbytes = m * k * (x.element_size() + 1) + m * kb * 4
+        print(f"QUANT {m:6d} x {k:5d} bf16: {t:8.1f} us {nbytes / t / 1e6:5.2f} TB/s", flush=True)
+
+
 def profile(be: Backend, spec: str) -> None:
     """One warm-up and one measured launch of a forced plan "M,N,K,CONFIG[,STREAM_K]" (for ncu)."""
     m, n, k, cfg, *rest = (int(v) for v in spec.split(","))
@@ -334,6 +388,7 @@ def main() -> int:
     p.add_argument("--sweep", metavar="JSONL")
     p.add_argument("--iters", type=int, default=10, help="timed iterations per sweep point")
     p.add_argument("--profile", metavar="M,N,K,CONFIG[,STREAM_K]")
+    p.add_argument("--quant", action="store_true")
     args = p.parse_args()
     torch.manual_seed(0)
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -347,6 +402,8 @@ def main() -> int:
         sweep(be, args.sweep, args.iters)
     if args.profile:
         profile(be, args.profile)
+    if args.quant:
+        quant_bench(be)
     print("FAILS:", fails)
     return 1 if fails else 0
 

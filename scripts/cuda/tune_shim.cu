@@ -1,6 +1,6 @@
-// C entry points over the CUDA backend for scripts/cuda/tune.py: run gemm_launch, or one forced
-// (tile config, whole tiles, stream-K or a K split over k_split-CTA clusters) plan, with a workspace
-// callback supplied from Python.
+// C entry points over the CUDA backend for scripts/cuda/tune.py and the launcher tests (tests/cuda): run
+// gemm_launch, or one forced (tile config, whole tiles, stream-K or a K split over k_split-CTA clusters)
+// plan, with a workspace callback supplied from Python; and quantize_launch.
 #include <cuda_runtime.h>
 
 #include <cstring>
@@ -44,6 +44,19 @@ extern "C" void tune_plan(long long m, long long n, long long k, int* out) {
   out[4] = p.ctas();
   out[5] = p.cluster_n();
   out[6] = p.sched.k_split;
+}
+
+extern "C" int tune_quantize(const gemm::QuantizeArgs* args, void* stream, char* error, int error_len) {
+  const std::string e = gemm::quantize_launch(*args, stream);
+  std::strncpy(error, e.c_str(), error_len - 1);
+  error[error_len - 1] = 0;
+  return e.empty() ? 0 : 1;
+}
+
+// out = {sizeof(GemmArgs), sizeof(QuantizeArgs)}: lets the ctypes mirrors check themselves.
+extern "C" void tune_args_sizes(long long* out) {
+  out[0] = sizeof(gemm::GemmArgs);
+  out[1] = sizeof(gemm::QuantizeArgs);
 }
 
 extern "C" int tune_num_configs() { return gemm::cuda::kNumTileConfigs; }

@@ -3,7 +3,9 @@
 #   1. builds the tuning shim (scripts/cuda/tune_shim.cu) and the package (scripts/build.py) in parallel;
 #   2. scripts/cuda/tune.py --check: every tile config x {whole tiles, stream-K, K split} on ragged
 #      shapes and layouts, against an fp32 reference;
-#   3. the GPU tests (no -x: every failure is listed), the error tests on their own, then the slow ones;
+#   3. the GPU tests (no -x: every failure is listed; tests/cuda's launcher tests - UE8M0 scales bitwise
+#      against fp32 ones on every plan, the quantizer bitwise against the Python reference - use the shim
+#      of step 1 through GEMM_CUDA_SHIM), the error tests on their own, then the slow ones;
 #   4. compute-sanitizer memcheck over scripts/cuda/sanitizer_cases.py.
 # Each step is time-boxed so that a hang costs minutes. Needs nvcc, compute-sanitizer, torch, kernels and
 # pytest. Usage: bash scripts/cuda/validate.sh [LOG_DIR]; prints one summary per step, keeps the full
@@ -29,7 +31,8 @@ step() {  # step NAME SECONDS CMD...: runs CMD under a time limit and logs it
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 LIB="$LOG/libtune.so"
 timeout 300 nvcc -std=c++17 -O3 -shared -Xcompiler -fPIC -gencode=arch=compute_90a,code=sm_90a \
-  -o "$LIB" scripts/cuda/tune_shim.cu gemm/cuda/gemm_launcher.cu >"$LOG/build_shim.log" 2>&1 &
+  -o "$LIB" scripts/cuda/tune_shim.cu gemm/cuda/gemm_launcher.cu gemm/cuda/quantize_launcher.cu \
+  >"$LOG/build_shim.log" 2>&1 &
 shim=$!
 timeout 300 python3 scripts/build.py -j "$(nproc)" >"$LOG/build_package.log" 2>&1 &
 package=$!
@@ -37,8 +40,9 @@ wait "$shim"
 summary build_shim $? 300
 wait "$package"
 summary build_package $? 300
+export GEMM_CUDA_SHIM="$LIB"
 step check 150 python3 scripts/cuda/tune.py "$LIB" --check
-step gpu_tests 240 python3 -m pytest -q -m "not slow" -p no:cacheprovider tests/cuda tests/test_gemm.py \
+step gpu_tests 360 python3 -m pytest -q -m "not slow" -p no:cacheprovider tests/cuda tests/test_gemm.py \
   tests/test_quant.py tests/test_compile.py tests/test_reference.py
 step error_tests 60 python3 -m pytest -q -p no:cacheprovider tests/test_errors.py
 step slow_tests 120 python3 -m pytest -q -m slow -p no:cacheprovider tests/cuda

@@ -1,0 +1,46 @@
+"""The CUDA launcher without the package: scripts/cuda/tune_shim.cu + gemm/cuda/*.cu built into a shared
+library and driven through ctypes by scripts/cuda/tune.py's Backend (forced plans, raw scale formats,
+quantize_launch).
+
+The library is $GEMM_CUDA_SHIM when set (scripts/cuda/validate.sh builds it once), else built here with
+nvcc into a temporary directory. HAS_SM90 is False on machines without an sm_90 GPU, where the tests
+that need the shim are skipped.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import torch
+from _helpers import REPO_ROOT
+
+HAS_SM90 = (
+    torch.cuda.is_available() and torch.version.hip is None and torch.cuda.get_device_capability()[0] == 9
+)
+SHIM_SOURCES = ["scripts/cuda/tune_shim.cu", "gemm/cuda/gemm_launcher.cu", "gemm/cuda/quantize_launcher.cu"]
+NVCC_FLAGS = ["-std=c++17", "-O3", "-shared", "-Xcompiler", "-fPIC", "-gencode=arch=compute_90a,code=sm_90a"]
+
+
+def load_tune():
+    """scripts/cuda/tune.py as a module (its Backend, ctypes mirrors and helpers)."""
+    spec = importlib.util.spec_from_file_location("cuda_tune", REPO_ROOT / "scripts" / "cuda" / "tune.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def shim_path(build_dir: Path) -> Path:
+    """The shim library: $GEMM_CUDA_SHIM, or a fresh nvcc build in build_dir."""
+    if os.environ.get("GEMM_CUDA_SHIM"):
+        return Path(os.environ["GEMM_CUDA_SHIM"])
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        raise FileNotFoundError("nvcc not found: set GEMM_CUDA_SHIM to a built shim (see scripts/cuda/validate.sh)")
+    out = build_dir / "libtune.so"
+    subprocess.run([nvcc, *NVCC_FLAGS, "-o", str(out), *SHIM_SOURCES], cwd=REPO_ROOT, check=True,
+                   capture_output=True, text=True)
+    return out
