@@ -1,19 +1,29 @@
-"""gemm/cdna3_mfma_layout.h: the inverse maps undo the forward maps, every (lane, slot) is used exactly
-once, and the emulated FP8 MFMAs (built from the forward maps) equal a plain matmul."""
+"""gemm/cdna3_mfma_layout.h against AMD's Matrix Instruction Calculator data (tests/rocm/golden), entry by
+entry; the inverse maps undo the forward maps, every (lane, slot) is used exactly once, and the emulated
+FP8 MFMAs (built from the calculator data, never from the header) equal a plain matmul."""
 
 from __future__ import annotations
 
 import ctypes
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "golden"))
+import golden_lanes  # noqa: E402
+import import_calculator  # noqa: E402
 
 pytestmark = [pytest.mark.rocm_emu, pytest.mark.kernels_ci]
 
 WAVE = 64
 SLOTS = 8  # fp8 bytes per MFMA operand
 SHAPES = {32: (32, 32, 16), 16: (16, 16, 32)}  # shape id -> (M, N, K)
+INSTRUCTIONS = {32: "v_mfma_f32_32x32x16_fp8_fp8", 16: "v_mfma_f32_16x16x32_fp8_fp8"}
+# Where gen_cdna3_mfma_fp8_lanes.py left the calculator's JSON (the team's shared reference folder).
+REFERENCE_JSON = Path("shared/reference/cdna3_mfma_fp8_lanes.json")
 ERR_LEN = 1024
 
 
@@ -31,6 +41,34 @@ def tables(lib, shape):
     }
     assert lib.emu_layout_tables(shape, *(ptr(v) for v in t.values())) == 0
     return t
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("matrix", ["A", "B", "D"])
+def test_header_agrees_with_amd_calculator(probe_lib, shape, matrix):
+    """Every (lane, slot) of the header's inverse map, and every element of its forward map, is the
+    calculator's: a header wrong in a way that agrees with itself fails here."""
+    golden = golden_lanes.instruction(INSTRUCTIONS[shape])
+    assert (golden["M"], golden["N"], golden["K"]) == SHAPES[shape]
+    t = tables(probe_lib, shape)
+    truth = golden[matrix].tolist()  # [lane][slot] -> [row, col]
+    inverse, forward = t["inv_" + matrix.lower()].tolist(), t["fwd_" + matrix.lower()].tolist()
+    wrong = [(lane, s, inverse[lane][s], truth[lane][s])
+             for lane in range(WAVE) for s in range(len(truth[0])) if inverse[lane][s] != truth[lane][s]]
+    assert not wrong, f"{matrix.lower()}_of(lane, slot) = header's (row, col), AMD's; first of {len(wrong)}: {wrong[:4]}"
+    wrong = [((r, c), forward[r][c], [lane, s])
+             for lane in range(WAVE) for s in range(len(truth[0])) for r, c in [truth[lane][s]]
+             if forward[r][c] != [lane, s]]
+    assert not wrong, f"{matrix.lower()}(row, col) = header's (lane, slot), AMD's; first of {len(wrong)}: {wrong[:4]}"
+
+
+def test_golden_data_is_the_calculator_output():
+    """The committed .inc is what import_calculator.py makes of the reference JSON, where that is present."""
+    repo = Path(__file__).resolve().parents[2]
+    source = next((d / REFERENCE_JSON for d in repo.parents if (d / REFERENCE_JSON).is_file()), None)
+    if source is None:
+        pytest.skip(f"{REFERENCE_JSON} not found above {repo}: provenance is the .inc header only")
+    assert import_calculator.convert(source) == golden_lanes.INC.read_text()
 
 
 @pytest.mark.parametrize("shape", SHAPES)

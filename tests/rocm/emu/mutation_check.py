@@ -19,7 +19,8 @@ from pathlib import Path
 
 from emu_build import REPO_ROOT
 
-# name -> (file under gemm/, original text, replacement, the bug it models)
+# name -> (file under gemm/, original text, replacement, the bug it models); a tuple of texts and one of
+# replacements apply several edits to the file.
 MUTATIONS = {
     "no_k_edge_mask": ("rocm_gemm_kernel.h", "} else if (k0 + kBlockK > k) {", "} else if (false) {",
                        "K-major: bytes past K in the last K block are not zeroed"),
@@ -48,14 +49,21 @@ MUTATIONS = {
                           "kernel side: the 32x32x16 A inverse map feeds each lane the next row"),
     "forward_d_transposed_16": ("cdna3_mfma_layout.h", "return {16 * (i / 4) + j, i % 4}; }",
                                 "return {16 * (j / 4) + i, j % 4}; }",
-                                "emulator side: the 16x16x32 D forward map is transposed"),
+                                "header: the 16x16x32 D forward map (which the kernel never reads) is transposed"),
+    "swapped_half_wave_rows_32": ("cdna3_mfma_layout.h",
+                                  ("{ return {32 * ((i / 4) % 2) + j,", "{ return {8 * (e / 4) + 4 * (l / 32) + e % 4,"),
+                                  ("{ return {32 * (1 - (i / 4) % 2) + j,",
+                                   "{ return {8 * (e / 4) + 4 * (1 - l / 32) + e % 4,"),
+                                  "both sides: the 32x32x16 D half-wave row groups swapped in d and d_of alike"),
     "control": ("rocm_gemm_kernel.h", "using Layout = LaneMap<typename Op::Layout>;",
                 "using Layout = LaneMap<typename Op::Layout>;  // mutation control",
                 "(control: a harmless edit, must NOT be caught)"),
 }
 HARMLESS = {"control"}
-# The kernels_ci emulation subset, then ThreadSanitizer (which makes a missing barrier deterministic).
+# The header against AMD's calculator data, the kernels_ci emulation subset, then ThreadSanitizer (which
+# makes a missing barrier deterministic).
 TEST_RUNS = [
+    ["tests/rocm/test_mfma_layout.py", "-x", "-q", "-p", "no:cacheprovider"],
     ["tests/rocm/test_emulation.py", "-m", "kernels_ci", "-x", "-q", "-p", "no:cacheprovider"],
     ["tests/rocm/test_races.py", "-x", "-q", "-p", "no:cacheprovider"],
 ]
@@ -88,11 +96,14 @@ def main(names: list[str]) -> int:
             shutil.copytree(REPO_ROOT / "gemm", root / "gemm")
             path = root / "gemm" / file
             text = path.read_text()
-            if text.count(old) != 1:
+            edits = list(zip(old, new)) if isinstance(old, tuple) else [(old, new)]
+            if any(text.count(o) != 1 for o, _ in edits):
                 print(f"{name:26s} STALE   ({file}: text not found once)")
                 stale += 1
                 continue
-            path.write_text(text.replace(old, new))
+            for o, n in edits:
+                text = text.replace(o, n)
+            path.write_text(text)
             passed = run_tests(root)
         expected_pass = name in HARMLESS
         ok = passed == expected_pass

@@ -6,9 +6,9 @@
 // `__syncthreads()` is a barrier over the block; the wavefront builtins (MFMA, readfirstlane) gather
 // every lane's operand into a per-wavefront slot, meet at a 64-lane barrier, compute, and meet again.
 //
-// The MFMAs are built from the FORWARD lane maps of gemm/cdna3_mfma_layout.h (matrix coordinate ->
-// lane, slot); the kernel stages operands with the INVERSE maps, so a kernel that disagrees with the
-// layout facts produces wrong numbers here (tests/rocm builds one with GEMM_TEST_WRONG_LANE_MAP).
+// The MFMAs are built from AMD's Matrix Instruction Calculator data (tests/rocm/golden), not from
+// gemm/cdna3_mfma_layout.h, whose maps the kernel stages operands and scatters results with: a header
+// that disagrees with AMD's layouts produces wrong numbers here, even when it agrees with itself.
 //
 // Only the host API and builtins of the ROCm kernel/emulator contract exist (the kernel lists the
 // builtins it uses under "Hardware builtins used:" in gemm/rocm_gemm_kernel.h); anything else fails to
@@ -372,48 +372,79 @@ constexpr uint8_t byte_of(uint64_t packed, int slot) {
   return static_cast<uint8_t>(packed >> (8 * slot));
 }
 
-// Where each operand element and each result element lives, tabulated from the forward maps only.
-template <class Shape>
-struct MfmaTables {
-  gemm::cdna3::LanePos a[Shape::kM][Shape::kK], b[Shape::kK][Shape::kN];
-  gemm::cdna3::MatPos d[kWaveSize][Shape::kAccum];
-  bool d_complete = true;  // every (lane, element) is the image of exactly one D[i][j]
+// ---- FP8 MFMAs, built from AMD's Matrix Instruction Calculator data (tests/rocm/golden), never from
+// gemm/cdna3_mfma_layout.h: the kernel stages and scatters with that header, so a header wrong in a
+// self-consistent way disagrees with these MFMAs and the GEMM tests fail.
+#include "../../../golden/cdna3_mfma_fp8_lanes.inc"
+
+struct LaneSlot {
+  int lane, slot;
+};
+struct RowCol {
+  int row, col;
 };
 
-template <class Shape>
-MfmaTables<Shape> make_tables() {
-  MfmaTables<Shape> t{};
-  int hits[kWaveSize][Shape::kAccum] = {};
-  for (int i = 0; i < Shape::kM; ++i)
-    for (int k = 0; k < Shape::kK; ++k) t.a[i][k] = Shape::a(i, k);
-  for (int k = 0; k < Shape::kK; ++k)
-    for (int j = 0; j < Shape::kN; ++j) t.b[k][j] = Shape::b(k, j);
-  for (int i = 0; i < Shape::kM; ++i)
-    for (int j = 0; j < Shape::kN; ++j) {
-      const auto p = Shape::d(i, j);
-      t.d[p.lane][p.slot] = {i, j};
-      ++hits[p.lane][p.slot];
+// One instruction's golden data: per (lane, slot) in register order, the (row, col) of A, B and D.
+#define HIP_EMU_GOLDEN_MFMA(NAME, PREFIX)                                         \
+  struct NAME {                                                                   \
+    static constexpr int kM = PREFIX##_M, kN = PREFIX##_N, kK = PREFIX##_K;       \
+    static constexpr int kOperandSlots = 8, kAccum = kM * kN / kWaveSize;        \
+    static constexpr int a[] = {PREFIX##_A}, b[] = {PREFIX##_B}, d[] = {PREFIX##_D}; \
+  }
+HIP_EMU_GOLDEN_MFMA(GoldenMfma32x32x16, CDNA3_MFMA_32X32X16_FP8);
+HIP_EMU_GOLDEN_MFMA(GoldenMfma16x16x32, CDNA3_MFMA_16X16X32_FP8);
+#undef HIP_EMU_GOLDEN_MFMA
+
+// The golden lists inverted: where each A, B element lives, and which D element each (lane, slot) holds.
+template <class G>
+struct MfmaTables {
+  LaneSlot a[G::kM][G::kK], b[G::kK][G::kN];
+  RowCol d[kWaveSize][G::kAccum];
+  bool complete = true;  // every matrix element has exactly one (lane, slot)
+};
+
+template <class G>
+constexpr MfmaTables<G> make_tables() {
+  MfmaTables<G> t{};
+  int hits_a[G::kM][G::kK] = {}, hits_b[G::kK][G::kN] = {}, hits_d[G::kM][G::kN] = {};
+  for (int lane = 0; lane < kWaveSize; ++lane) {
+    for (int s = 0; s < G::kOperandSlots; ++s) {
+      const int e = 2 * (lane * G::kOperandSlots + s);
+      t.a[G::a[e]][G::a[e + 1]] = {lane, s};
+      ++hits_a[G::a[e]][G::a[e + 1]];
+      t.b[G::b[e]][G::b[e + 1]] = {lane, s};
+      ++hits_b[G::b[e]][G::b[e + 1]];
     }
-  for (auto& lane : hits)
-    for (int h : lane) t.d_complete = t.d_complete && h == 1;
+    for (int s = 0; s < G::kAccum; ++s) {
+      const int e = 2 * (lane * G::kAccum + s);
+      t.d[lane][s] = {G::d[e], G::d[e + 1]};
+      ++hits_d[G::d[e]][G::d[e + 1]];
+    }
+  }
+  for (const auto& row : hits_a)
+    for (int h : row) t.complete = t.complete && h == 1;
+  for (const auto& row : hits_b)
+    for (int h : row) t.complete = t.complete && h == 1;
+  for (const auto& row : hits_d)
+    for (int h : row) t.complete = t.complete && h == 1;
   return t;
 }
 
-template <class Shape, class Accum>
+template <class G, class Accum>
 Accum mfma_fp8(uint64_t a, uint64_t b, Accum c, int cbsz, int abid, int blgp) {
-  static const MfmaTables<Shape> tables = make_tables<Shape>();
+  static constexpr MfmaTables<G> tables = make_tables<G>();
+  static_assert(tables.complete, "golden MFMA data must map every matrix element to one (lane, slot)");
   if (cbsz != 0 || abid != 0 || blgp != 0) fault("MFMA with non-zero cbsz/abid/blgp is not emulated");
-  if (!tables.d_complete) fault("MFMA D lane map is not a bijection (cdna3_mfma_layout.h)");
   Wave& wave = *tl_wave;
   wave.a[tl_lane] = a;
   wave.b[tl_lane] = b;
   wave.sync.arrive_and_wait();
   Accum d;
-  for (int e = 0; e < Shape::kAccum; ++e) {
+  for (int e = 0; e < G::kAccum; ++e) {
     const auto [i, j] = tables.d[tl_lane][e];
     // FP8 x FP8 products are exact in fp32; the sum is fp32 in K order.
     float sum = 0.0f;
-    for (int k = 0; k < Shape::kK; ++k) {
+    for (int k = 0; k < G::kK; ++k) {
       const auto pa = tables.a[i][k];
       const auto pb = tables.b[k][j];
       sum += kFnuzTable[byte_of(wave.a[pa.lane], pa.slot)] * kFnuzTable[byte_of(wave.b[pb.lane], pb.slot)];
@@ -428,10 +459,10 @@ using Float16 = float __attribute__((ext_vector_type(16)));
 using Float4 = float __attribute__((ext_vector_type(4)));
 
 inline Float16 mfma_32x32x16(long a, long b, Float16 c, int cbsz, int abid, int blgp) {
-  return mfma_fp8<gemm::cdna3::Mfma32x32x16>(a, b, c, cbsz, abid, blgp);
+  return mfma_fp8<GoldenMfma32x32x16>(a, b, c, cbsz, abid, blgp);
 }
 inline Float4 mfma_16x16x32(long a, long b, Float4 c, int cbsz, int abid, int blgp) {
-  return mfma_fp8<gemm::cdna3::Mfma16x16x32>(a, b, c, cbsz, abid, blgp);
+  return mfma_fp8<GoldenMfma16x16x32>(a, b, c, cbsz, abid, blgp);
 }
 
 // clang-19 declares it int(int); all lanes are active unless exited, so "first" = lowest live lane.
