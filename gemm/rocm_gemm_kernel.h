@@ -58,7 +58,7 @@ struct KernelParams {
   const float* a_scale;
   int64_t a_scale_stride_m, a_scale_stride_k;
   int32_t a_scale_vector;  // stride_m == 1 and 16-byte aligned columns: 4 rows per load (challenge layout)
-  const float* b_scale;
+  const void* b_scale;   // fp32 or UE8M0 (the kernel's template argument)
   int64_t b_scale_stride_n, b_scale_stride_k;
   void* out;            // C, or the fp32 split-K workspace [split][m][n]
   int64_t out_stride_m;
@@ -256,6 +256,30 @@ __device__ __forceinline__ TileCoord swizzle_tile(int id, int tiles_m, int tiles
 
 constexpr int kScalesPerLoad = 4;  // fp32 A scales in one 16-byte load
 
+// A UE8M0 scale byte e is worth 2^(e - 127): e in [1, 254] is the fp32 exponent field as it is, e = 0
+// the subnormal 2^-127, e = 0xFF NaN. Exact, so fp32 and UE8M0 scales of equal value give equal bits.
+__device__ __forceinline__ float ue8m0_to_float(uint32_t e) {
+  constexpr uint32_t kNanByte = 0xFFu, kQuietNan = 0x7FC00000u, kTwoToMinus127 = 0x00400000u;
+  constexpr int kMantissaBits = 23;
+  return __builtin_bit_cast(float, e == kNanByte ? kQuietNan : e == 0 ? kTwoToMinus127 : e << kMantissaBits);
+}
+
+// How the B scale tensor stores one multiplier (Stored), what a lane holds from the load until the
+// next stage (Raw: the loaded bits as they are; a UE8M0 byte widened or decoded right after its load
+// would make the MFMAs wait for it), and the fp32 value taken from it at the top of the next stage.
+template <ScaleFormat kFormat>
+struct ScaleElement {
+  using Stored = float;
+  using Raw = float;
+  static __device__ __forceinline__ float value(Raw raw) { return raw; }
+};
+template <>
+struct ScaleElement<ScaleFormat::kUE8M0> {
+  using Stored = uint8_t;
+  using Raw = uint8_t;
+  static __device__ __forceinline__ float value(Raw raw) { return ue8m0_to_float(raw); }
+};
+
 // True when accumulator elements 4q..4q+3 of every lane hold 4 consecutive rows (both FP8 MFMA
 // layouts do), so their 4 A scales are one 16-byte load when the scales are M-contiguous.
 template <class Layout>
@@ -268,7 +292,9 @@ constexpr bool accum_rows_in_fours() {
 }
 
 // ---- The kernel -----------------------------------------------------------------------------
-template <int kTileIndex>
+// kBScale: how the B scales are stored (fp32, or UE8M0 bytes read as they are). A scales are fp32 (the
+// launcher expands UE8M0 A scales first: see rocm_scale_kernel.h).
+template <int kTileIndex, ScaleFormat kBScale>
 __global__ __launch_bounds__(kTiles[kTileIndex].threads()) void gemm_fp8_kernel(KernelParams p) {
   constexpr TileShape kTile = kTiles[kTileIndex];
   using Op = MfmaOp<kTile.mfma>;
@@ -314,8 +340,10 @@ __global__ __launch_bounds__(kTiles[kTileIndex].threads()) void gemm_fp8_kernel(
   // row M-1: never stored), Bs: one per tile.
   OperandStager<kTile.block_m, kThreads> stage_a;
   OperandStager<kTile.block_n, kThreads> stage_b;
-  float a_scale_next[kSubM][Layout::kAccum], b_scale_next = 0.0f;
-  const float* b_scale_row = p.b_scale + (n0 / kScaleBlockN) * p.b_scale_stride_n;
+  using BScale = ScaleElement<kBScale>;
+  float a_scale_next[kSubM][Layout::kAccum];
+  typename BScale::Raw b_scale_next = 0;
+  const auto* b_scale_row = static_cast<const typename BScale::Stored*>(p.b_scale) + (n0 / kScaleBlockN) * p.b_scale_stride_n;
   // Scales first: any wait the compiler inserts for their registers (the two scale paths share them)
   // then precedes the operand loads instead of draining them before the MFMAs.
   auto load_stage = [&](int64_t kb) __attribute__((always_inline)) {
@@ -365,7 +393,7 @@ __global__ __launch_bounds__(kTiles[kTileIndex].threads()) void gemm_fp8_kernel(
     for (int i = 0; i < kSubM; ++i)
 #pragma unroll
       for (int e = 0; e < Layout::kAccum; ++e) a_scale[i][e] = a_scale_next[i][e];
-    const float b_scale = b_scale_next * p.scale_factor;
+    const float b_scale = BScale::value(b_scale_next) * p.scale_factor;
     if (has_next) load_stage(kb + 1);
 
     Accum partial[kSubM][kSubN];

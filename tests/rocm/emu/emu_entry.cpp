@@ -3,6 +3,7 @@
 #include "gemm/gemm_launcher.hip"
 
 #include <cstring>
+#include <initializer_list>
 #include <iterator>
 #include <memory>
 #include <string>
@@ -24,6 +25,10 @@ gemm::GemmArgs to_gemm_args(const EmuGemmArgs& e) {
   g.a_format = static_cast<gemm::Fp8Format>(e.a_format);
   g.b_format = static_cast<gemm::Fp8Format>(e.b_format);
   g.c_format = static_cast<gemm::OutFormat>(e.c_format);
+  g.a_scale_format = static_cast<gemm::ScaleFormat>(e.a_scale_format);
+  g.b_scale_format = static_cast<gemm::ScaleFormat>(e.b_scale_format);
+  g.num_groups = e.num_groups, g.b_stride_group = e.b_stride_group, g.b_scale_stride_group = e.b_scale_stride_group;
+  g.group_ends = e.group_ends, g.row_group = e.row_group;
   return g;
 }
 
@@ -44,15 +49,24 @@ hip_emu::GuardedBuffer* add_buffer(std::string name, size_t bytes, uintptr_t ali
   return g_buffers.back()->ok() ? g_buffers.back().get() : nullptr;
 }
 
-// The bytes a strided 2-D tensor spans, from its lowest-addressed element (strides may be negative).
+// The bytes a strided tensor spans, from its lowest-addressed element (strides may be negative).
 struct Extent {
   int64_t first;  // byte offset of the lowest-addressed element from element (0, 0)
   size_t bytes;
 };
-Extent extent(int64_t rows, int64_t cols, int64_t stride_r, int64_t stride_c, size_t element_bytes) {
-  const int64_t lo = std::min<int64_t>(0, (rows - 1) * stride_r) + std::min<int64_t>(0, (cols - 1) * stride_c);
-  const int64_t hi = std::max<int64_t>(0, (rows - 1) * stride_r) + std::max<int64_t>(0, (cols - 1) * stride_c);
+struct Dim {
+  int64_t size, stride;
+};
+Extent extent(std::initializer_list<Dim> dims, size_t element_bytes) {
+  int64_t lo = 0, hi = 0;
+  for (const Dim& d : dims) {
+    lo += std::min<int64_t>(0, (d.size - 1) * d.stride);
+    hi += std::max<int64_t>(0, (d.size - 1) * d.stride);
+  }
   return {lo * static_cast<int64_t>(element_bytes), static_cast<size_t>(hi - lo + 1) * element_bytes};
+}
+Extent extent(int64_t rows, int64_t cols, int64_t stride_r, int64_t stride_c, size_t element_bytes) {
+  return extent({{rows, stride_r}, {cols, stride_c}}, element_bytes);
 }
 
 // A strided 2-D tensor copied into a guarded buffer; the returned pointer addresses element (0, 0).
@@ -84,6 +98,9 @@ struct HostWorkspace {
 constexpr size_t out_bytes(int64_t format) {
   return static_cast<gemm::OutFormat>(format) == gemm::OutFormat::kFP32 ? 4 : 2;
 }
+constexpr size_t scale_bytes(int64_t format) {
+  return static_cast<gemm::ScaleFormat>(format) == gemm::ScaleFormat::kF32 ? 4 : 1;
+}
 
 void copy_error(const std::string& text, char* err, int err_len) { std::snprintf(err, err_len, "%s", text.c_str()); }
 
@@ -99,6 +116,17 @@ auto launcher_for(const gemm::rocm::RocmConfig& config) {
   };
 }
 
+// Ends a guarded run (the outputs were copied back): the launcher's error, else the emulator's first fault.
+int finish_run(std::string result, int64_t launches_before, EmuStats* stats, char* err, int err_len) {
+  g_buffers.clear();
+  stats->launches = hip_emu::launch_count.load() - launches_before;
+  const std::string fault = hip_emu::fault_text();
+  if (result.empty() && !fault.empty()) result = "emulator fault: " + fault;
+  hip_emu::reset_faults();
+  copy_error(result, err, err_len);
+  return result.empty() ? 0 : 1;
+}
+
 // Runs `launch` on guarded copies of every tensor (and guarded workspace), copies C back, and reports
 // the launcher's error or, failing that, the emulator's first fault.
 template <class Launch>
@@ -110,13 +138,21 @@ int run_guarded(const EmuGemmArgs& e, Launch&& launch, EmuStats* stats, char* er
   g_buffers.clear();
   EmuGemmArgs guarded = e;
   const Extent c_extent = extent(e.m, e.n, e.c_stride_m, e.c_stride_n, out_bytes(e.c_format));
+  const int64_t groups = std::max<int64_t>(e.num_groups, 1);
   guarded.a = guard_tensor("a", e.a, extent(e.m, e.k, e.a_stride_m, e.a_stride_k, 1));
-  guarded.b = guard_tensor("b", e.b, extent(e.n, e.k, e.b_stride_n, e.b_stride_k, 1));
-  guarded.a_scale = guard_tensor("a_scale", e.a_scale, extent(e.m, kb, e.a_scale_stride_m, e.a_scale_stride_k, sizeof(float)));
-  guarded.b_scale = guard_tensor("b_scale", e.b_scale, extent(nb, kb, e.b_scale_stride_n, e.b_scale_stride_k, sizeof(float)));
+  guarded.b = guard_tensor("b", e.b, extent({{groups, e.b_stride_group}, {e.n, e.b_stride_n}, {e.k, e.b_stride_k}}, 1));
+  guarded.a_scale = guard_tensor("a_scale", e.a_scale,
+                                 extent(e.m, kb, e.a_scale_stride_m, e.a_scale_stride_k, scale_bytes(e.a_scale_format)));
+  guarded.b_scale = guard_tensor(
+      "b_scale", e.b_scale,
+      extent({{groups, e.b_scale_stride_group}, {nb, e.b_scale_stride_n}, {kb, e.b_scale_stride_k}}, scale_bytes(e.b_scale_format)));
   guarded.c = guard_tensor("c", e.c, c_extent);
+  const bool group_ends_ok = e.group_ends == nullptr ||
+                             (guarded.group_ends = guard_tensor("group_ends", e.group_ends, extent(e.num_groups, 1, 1, 1, 4)));
+  const bool row_group_ok = e.row_group == nullptr ||
+                            (guarded.row_group = guard_tensor("row_group", e.row_group, extent(e.m, 1, 1, 1, 8)));
   std::string result;
-  if (!guarded.a || !guarded.b || !guarded.a_scale || !guarded.b_scale || !guarded.c) {
+  if (!guarded.a || !guarded.b || !guarded.a_scale || !guarded.b_scale || !guarded.c || !group_ends_ok || !row_group_ok) {
     result = "emulator: could not map guarded copies of the tensors";
   } else {
     hip_emu::describe_address = describe;
@@ -126,19 +162,52 @@ int run_guarded(const EmuGemmArgs& e, Launch&& launch, EmuStats* stats, char* er
     std::memcpy(static_cast<uint8_t*>(e.c) + c_extent.first, static_cast<uint8_t*>(guarded.c) + c_extent.first,
                 c_extent.bytes);
   }
-  g_buffers.clear();
-  stats->launches = hip_emu::launch_count.load() - launches_before;
   // A fault the launcher did not see (it checks hipGetLastError only after launches) still fails.
-  const std::string fault = hip_emu::fault_text();
-  if (result.empty() && !fault.empty()) result = "emulator fault: " + fault;
+  return finish_run(result, launches_before, stats, err, err_len);
+}
+
+int run_quantize(const EmuQuantizeArgs& e, EmuStats* stats, char* err, int err_len) {
   hip_emu::reset_faults();
-  copy_error(result, err, err_len);
-  return result.empty() ? 0 : 1;
+  *stats = EmuStats{};
+  const int64_t launches_before = hip_emu::launch_count.load();
+  g_buffers.clear();
+  const int64_t kb = gemm::ceil_div(e.k, gemm::kScaleBlockK);
+  const Extent x_extent = extent(e.m, e.k, e.x_stride_m, 1, static_cast<gemm::InFormat>(e.x_format) == gemm::InFormat::kFP32 ? 4 : 2);
+  const Extent q_extent = extent(e.m, e.k, e.q_stride_m, 1, 1);
+  const Extent s_extent = extent(e.m, kb, e.scale_stride_m, e.scale_stride_k, scale_bytes(e.scale_format));
+  gemm::QuantizeArgs g;
+  g.m = e.m, g.k = e.k;
+  g.x = guard_tensor("x", e.x, x_extent), g.x_stride_m = e.x_stride_m;
+  g.x_format = static_cast<gemm::InFormat>(e.x_format);
+  g.q = guard_tensor("q", e.q, q_extent), g.q_stride_m = e.q_stride_m;
+  g.q_format = static_cast<gemm::Fp8Format>(e.q_format);
+  g.scale = guard_tensor("scale", e.scale, s_extent);
+  g.scale_stride_m = e.scale_stride_m, g.scale_stride_k = e.scale_stride_k;
+  g.scale_format = static_cast<gemm::ScaleFormat>(e.scale_format);
+  g.pow2_scale = e.pow2_scale != 0;
+  const bool static_ok = e.static_scale == nullptr ||
+                         (g.static_scale = guard_tensor("static_scale", e.static_scale, extent(1, 1, 1, 1, 4)));
+  std::string result;
+  if (!g.x || !g.q || !g.scale || !static_ok) {
+    result = "emulator: could not map guarded copies of the tensors";
+  } else {
+    hip_emu::describe_address = describe;
+    result = gemm::quantize_launch(g, nullptr);
+    hip_emu::describe_address = nullptr;
+    std::memcpy(static_cast<uint8_t*>(e.q) + q_extent.first, static_cast<uint8_t*>(g.q) + q_extent.first, q_extent.bytes);
+    std::memcpy(static_cast<uint8_t*>(e.scale) + s_extent.first, static_cast<uint8_t*>(g.scale) + s_extent.first,
+                s_extent.bytes);
+  }
+  return finish_run(result, launches_before, stats, err, err_len);
 }
 
 }  // namespace
 
 extern "C" {
+
+EMU_EXPORT int emu_quantize(const EmuQuantizeArgs* args, EmuStats* stats, char* err, int err_len) {
+  return run_quantize(*args, stats, err, err_len);
+}
 
 EMU_EXPORT int emu_num_configs() { return static_cast<int>(gemm::rocm::all_configs().size()); }
 

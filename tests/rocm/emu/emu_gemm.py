@@ -12,6 +12,7 @@ BLOCK = 128  # kScaleBlockK == kScaleBlockN (gemm/gemm_contract.h)
 FP8_FORMAT = {torch.float8_e4m3fn: 0, torch.float8_e4m3fnuz: 1}
 OUT_FORMAT = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2}
 NAN_BYTE = {torch.float8_e4m3fn: 0x7F, torch.float8_e4m3fnuz: 0x80}
+SCALE_FORMAT = {torch.float32: 0, torch.float8_e8m0fnu: 1}
 ERR_LEN = 2048
 
 
@@ -24,6 +25,9 @@ class EmuGemmArgs(ctypes.Structure):
         ("b_scale", ctypes.c_void_p), ("b_scale_stride_n", ctypes.c_int64), ("b_scale_stride_k", ctypes.c_int64),
         ("c", ctypes.c_void_p), ("c_stride_m", ctypes.c_int64), ("c_stride_n", ctypes.c_int64),
         ("a_format", ctypes.c_int64), ("b_format", ctypes.c_int64), ("c_format", ctypes.c_int64),
+        ("a_scale_format", ctypes.c_int64), ("b_scale_format", ctypes.c_int64),
+        ("num_groups", ctypes.c_int64), ("b_stride_group", ctypes.c_int64), ("b_scale_stride_group", ctypes.c_int64),
+        ("group_ends", ctypes.c_void_p), ("row_group", ctypes.c_void_p),
     )]
 
 
@@ -53,17 +57,23 @@ def configs(lib) -> list[Config]:
     return out
 
 
-def make_args(a, b, a_scale, b_scale, c) -> EmuGemmArgs:
+def make_args(a, b, a_scale, b_scale, c, group_ends=None, row_group=None) -> EmuGemmArgs:
+    """b and b_scale are [E, ...] (one more leading dimension) when group_ends or row_group is given."""
     m, k = a.shape
-    n = b.shape[0]
+    grouped = group_ends is not None or row_group is not None
+    n = b.shape[-2]
     return EmuGemmArgs(
         m, n, k,
         a.data_ptr(), a.stride(0), a.stride(1),
-        b.data_ptr(), b.stride(0), b.stride(1),
+        b.data_ptr(), b.stride(-2), b.stride(-1),
         a_scale.data_ptr(), a_scale.stride(0), a_scale.stride(1),
-        b_scale.data_ptr(), b_scale.stride(0), b_scale.stride(1),
+        b_scale.data_ptr(), b_scale.stride(-2), b_scale.stride(-1),
         c.data_ptr(), c.stride(0), c.stride(1),
-        FP8_FORMAT[a.dtype], FP8_FORMAT[b.dtype], OUT_FORMAT[c.dtype])
+        FP8_FORMAT[a.dtype], FP8_FORMAT[b.dtype], OUT_FORMAT[c.dtype],
+        SCALE_FORMAT[a_scale.dtype], SCALE_FORMAT[b_scale.dtype],
+        b.shape[0] if grouped else 0, b.stride(0) if grouped else 0, b_scale.stride(0) if grouped else 0,
+        group_ends.data_ptr() if group_ends is not None else None,
+        row_group.data_ptr() if row_group is not None else None)
 
 
 GUARD_AFTER_END, GUARD_BEFORE_START = 0, 1
@@ -74,9 +84,9 @@ def set_guard_side(lib, side: int) -> None:
     lib.emu_set_guard_side(side)
 
 
-def run(lib, a, b, a_scale, b_scale, c, config_index: int = -1) -> tuple[str, EmuStats]:
+def run(lib, a, b, a_scale, b_scale, c, config_index: int = -1, group_ends=None, row_group=None) -> tuple[str, EmuStats]:
     """Runs the emulated launcher into `c` (config_index < 0: the heuristic). Returns (error, stats)."""
-    args = make_args(a, b, a_scale, b_scale, c)
+    args = make_args(a, b, a_scale, b_scale, c, group_ends, row_group)
     stats = EmuStats()
     err = ctypes.create_string_buffer(ERR_LEN)
     rc = lib.emu_gemm(ctypes.byref(args), config_index, ctypes.byref(stats), err, ERR_LEN)
@@ -144,6 +154,20 @@ def block_scales(g: torch.Generator, rows: int, cols: int, transposed: bool = Fa
     sign = torch.where(torch.rand(rows, cols, generator=g) < 0.5, -1.0, 1.0)
     scales = (magnitude * sign).float()
     return scales.t().contiguous().t() if transposed else scales
+
+
+def pow2_block_scales(g: torch.Generator, rows: int, cols: int, transposed: bool = False,
+                      exponents: int = 20) -> torch.Tensor:
+    """Random powers of two 2^[-exponents, exponents) per block (positive: UE8M0 has no sign), fp32."""
+    scales = torch.exp2(torch.randint(-exponents, exponents, (rows, cols), generator=g).float())
+    return scales.t().contiguous().t() if transposed else scales
+
+
+def to_ue8m0(scales: torch.Tensor) -> torch.Tensor:
+    """fp32 powers of two -> torch.float8_e8m0fnu with the same values and strides."""
+    e = ((scales.view(torch.int32) >> 23) & 0xFF).to(torch.uint8)
+    out = torch.empty_strided(scales.shape, scales.stride(), dtype=torch.uint8).copy_(e)
+    return out.view(torch.float8_e8m0fnu)
 
 
 def dequantize(x: torch.Tensor, scales: torch.Tensor, row_block: int) -> torch.Tensor:
