@@ -40,7 +40,7 @@ CHALLENGE_RTOL, CHALLENGE_ATOL = 2e-2, 1e-3
 # Hopper's FP8 tensor cores sum each wgmma's products with fewer bits than fp32 before the once-per-
 # 128-K promotion (the DeepSeek-V3 recipe), so the challenge's absolute 1e-3 - met by CPU and MI300X
 # fp32 accumulation - is not met next to zero outputs: on the challenge's own data cuBLAS's
-# block-scaled GEMM misses it on the same elements as this kernel (benchmarks/results/cuda_notes.md).
+# block-scaled GEMM misses it on the same elements as this kernel (docs/cuda.md).
 # There the check is the accumulator's bound instead: bf16 rounding of the exact result plus
 # HOPPER_FP8_ACC_REL of sum |a*as*b*bs| (measured <= 4.9e-5 for this kernel and cuBLAS alike).
 BF16_UNIT_ROUNDOFF = 2.0**-8
