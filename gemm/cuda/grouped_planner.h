@@ -40,10 +40,11 @@ struct GroupedPlan {
   bool b_evict_first = false;  // decode tiles: B streams through the L2 once
 };
 
-// The most tiles any routing of m rows over `groups` groups makes: every non-empty group adds at most
-// one partial M tile to the tiles of the rows themselves.
+// The most tiles any routing of m rows over `groups` groups makes: g non-empty groups of r_i rows take
+// sum cdiv(r_i, BLOCK_M) <= g + (m - g) / BLOCK_M M tiles, most with every group non-empty.
 constexpr int64_t max_grouped_tiles(int64_t m, int64_t groups, int block_m, int64_t n_blocks) {
-  return (cdiv(m, block_m) + std::min(groups, m)) * n_blocks;
+  const int64_t g = std::min(groups, m);
+  return (g + (m - g) / block_m) * n_blocks;
 }
 
 // Whether the schedule's indices fit the kernel's 32-bit arithmetic (rows, tiles, B rows of all groups).
