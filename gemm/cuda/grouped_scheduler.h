@@ -73,7 +73,7 @@ GEMM_HOST_DEVICE constexpr int32_t group_tiles(int32_t begin, int32_t end, int b
 }
 
 // The table from the raw values (ends or counts, copied into t.row_end), one thread: the reference the
-// CPU test checks the kernel's build_group_table against.
+// CPU test checks the kernel's build (below) against.
 GEMM_HOST_DEVICE inline void build_group_table_serial(const GroupRows& g, int64_t m, int block_m, int32_t n_blocks,
                                                       GroupTable& t) {
   int32_t prev_end = 0, tiles = 0;
@@ -130,48 +130,94 @@ GEMM_HOST_DEVICE constexpr int64_t unit_row0(const WorkUnit& w) { return w.m_blk
 template <int kBlockM>
 GEMM_HOST_DEVICE constexpr int64_t unit_row0(const GroupedUnit& w) { return w.row0; }
 
+// The kernel builds the table with one warp: lane l takes a contiguous run of groups (lane_groups), and
+// three passes over the runs meet in two warp scans: the largest end before each run (contiguous ends
+// fall back at most to it), then the tiles before it. The passes are plain functions so that the CPU
+// test runs them lane by lane (build_group_table_lanes) against the serial build.
+constexpr int kTableLanes = 32;
+GEMM_HOST_DEVICE constexpr void lane_groups(int32_t groups, int lane, int& first, int& last) {
+  const int per = (groups + kTableLanes - 1) / kTableLanes;
+  first = lane * per < groups ? lane * per : groups;
+  last = first + per < groups ? first + per : groups;
+}
+// Pass 1: the largest clamped raw end of the run (raw values in t.row_end).
+GEMM_HOST_DEVICE inline int32_t lane_max_end(const GroupTable& t, int first, int last, int64_t m) {
+  int32_t hi = 0;
+  for (int i = first; i < last; ++i) {
+    const int32_t v = clamp_rows(t.row_end[i], m);
+    hi = v > hi ? v : hi;
+  }
+  return hi;
+}
+// Pass 2: the run's segments after the groups before it end at prev_end; returns the run's tiles.
+GEMM_HOST_DEVICE inline int32_t lane_segments(const GroupRows& g, const GroupTable& t, int first, int last,
+                                              int32_t prev_end, int64_t m, int block_m, int32_t n_blocks) {
+  int32_t tiles = 0;
+  for (int i = first; i < last; ++i) {
+    group_segment(g, i, t.row_end[i], prev_end, m, t.row_begin[i], t.row_end[i]);
+    prev_end = t.row_end[i];
+    tiles += group_tiles(t.row_begin[i], t.row_end[i], block_m, n_blocks);
+  }
+  return tiles;
+}
+// Pass 3: the run's running tile totals after `tiles` tiles of the groups before it.
+GEMM_HOST_DEVICE inline void lane_tile_ends(const GroupTable& t, int first, int last, int32_t tiles, int block_m,
+                                            int32_t n_blocks) {
+  for (int i = first; i < last; ++i) {
+    tiles += group_tiles(t.row_begin[i], t.row_end[i], block_m, n_blocks);
+    t.tile_end[i] = tiles;
+  }
+}
+
+// The three passes lane after lane, the scans as loops: what the kernel's warp computes (CPU test).
+inline void build_group_table_lanes(const GroupRows& g, int64_t m, int block_m, int32_t n_blocks, const GroupTable& t) {
+  int first[kTableLanes], last[kTableLanes];
+  int32_t prev_end = 0, tiles_before = 0, tiles[kTableLanes];
+  for (int lane = 0; lane < kTableLanes; ++lane) lane_groups(g.num_groups, lane, first[lane], last[lane]);
+  int32_t max_before[kTableLanes];
+  for (int lane = 0; lane < kTableLanes; ++lane) {
+    max_before[lane] = prev_end;
+    const int32_t hi = lane_max_end(t, first[lane], last[lane], m);
+    prev_end = hi > prev_end ? hi : prev_end;
+  }
+  for (int lane = 0; lane < kTableLanes; ++lane) {
+    tiles[lane] = lane_segments(g, t, first[lane], last[lane], max_before[lane], m, block_m, n_blocks);
+  }
+  for (int lane = 0; lane < kTableLanes; ++lane) {
+    lane_tile_ends(t, first[lane], last[lane], tiles_before, block_m, n_blocks);
+    tiles_before += tiles[lane];
+  }
+}
+
 #ifdef __CUDACC__
 // Builds the CTA's table in shared memory: every thread copies raw values (one L2 round trip), warp 0
-// turns them into segments and tile totals (a lane per contiguous run of groups, warp scans in between),
-// and the CTA barrier publishes the table. All threads of the CTA call it.
+// runs the passes above, and the CTA barrier publishes the table. All threads of the CTA call it.
 template <int kBlockM>
 __device__ __forceinline__ void build_group_table(const GroupRows& g, int64_t m, int32_t n_blocks, const GroupTable& t) {
-  constexpr int kWarp = hopper::kWarpSize;
+  static_assert(kTableLanes == hopper::kWarpSize, "one warp builds the table");
   const int32_t* raw = g.counts != nullptr ? g.counts : g.ends;
   for (int i = static_cast<int>(threadIdx.x); i < g.num_groups; i += static_cast<int>(blockDim.x)) {
     t.row_end[i] = raw[i];
   }
   __syncthreads();
-  if (threadIdx.x < kWarp) {
+  if (threadIdx.x < kTableLanes) {
     const int lane = static_cast<int>(threadIdx.x);
-    const int per = (g.num_groups + kWarp - 1) / kWarp;
-    const int first = lane * per;
-    const int last = first + per < g.num_groups ? first + per : g.num_groups;
-    // The end of the groups before this lane's run: a max-scan of the clamped ends (masked: unused).
-    int32_t run_max = 0;
-    for (int i = first; i < last; ++i) run_max = max(run_max, clamp_rows(t.row_end[i], m));
-    for (int d = 1; d < kWarp; d *= 2) {
+    int first, last;
+    lane_groups(g.num_groups, lane, first, last);
+    int32_t run_max = lane_max_end(t, first, last, m);
+    for (int d = 1; d < kTableLanes; d *= 2) {
       const int32_t v = __shfl_up_sync(0xffffffffu, run_max, d);
       if (lane >= d) run_max = max(run_max, v);
     }
-    int32_t prev_end = __shfl_up_sync(0xffffffffu, run_max, 1);
-    if (lane == 0) prev_end = 0;
-    int32_t tiles = 0;
-    for (int i = first; i < last; ++i) {
-      group_segment(g, i, t.row_end[i], prev_end, m, t.row_begin[i], t.row_end[i]);
-      prev_end = t.row_end[i];
-      tiles += group_tiles(t.row_begin[i], t.row_end[i], kBlockM, n_blocks);
-    }
+    int32_t max_before = __shfl_up_sync(0xffffffffu, run_max, 1);
+    if (lane == 0) max_before = 0;
+    const int32_t tiles = lane_segments(g, t, first, last, max_before, m, kBlockM, n_blocks);
     int32_t tile_sum = tiles;
-    for (int d = 1; d < kWarp; d *= 2) {
+    for (int d = 1; d < kTableLanes; d *= 2) {
       const int32_t v = __shfl_up_sync(0xffffffffu, tile_sum, d);
       if (lane >= d) tile_sum += v;
     }
-    tiles = tile_sum - tiles;  // tiles of the groups before this lane's run
-    for (int i = first; i < last; ++i) {
-      tiles += group_tiles(t.row_begin[i], t.row_end[i], kBlockM, n_blocks);
-      t.tile_end[i] = tiles;
-    }
+    lane_tile_ends(t, first, last, tile_sum - tiles, kBlockM, n_blocks);
   }
   __syncthreads();
 }

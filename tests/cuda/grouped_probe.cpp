@@ -1,6 +1,7 @@
 // CPU probe of the grouped GEMM's schedule and plan (gemm/cuda/grouped_scheduler.h, grouped_planner.h),
 // compiled with the host C++ compiler by test_cuda_grouped_schedule.py (no CUDA needed).
-//   grouped_probe --walk   on seeded random routings (E in {1, 8, 256, 1024}; empty groups, one group
+//   grouped_probe --walk   builds each CTA's group table as the kernel's warp does (lane by lane) and
+//                          checks it against the serial build; then, on seeded random routings (E in {1, 8, 256, 1024}; empty groups, one group
 //                          holding every row, counts 1, 7, 63, 64, 65, 1000; contiguous ends and the masked
 //                          layout; wrong inputs: ends falling back, past m, negative), for every grouped
 //                          config's BLOCK_M, several N-block counts and grids, walks every CTA's units as
@@ -75,7 +76,12 @@ void walk(const Routing& r, int block_m, int32_t n_blocks, int32_t grid, int& wa
   } else {
     rows.ends = r.raw.data();
   }
-  build_group_table_serial(rows, r.m, block_m, n_blocks, t);
+  // The kernel's warp build, lane by lane, must equal the serial reference; the walk reads it.
+  std::vector<int32_t> serial(words);
+  GroupTable ts{serial.data(), serial.data() + groups, serial.data() + 2 * groups, groups};
+  build_group_table_serial(rows, r.m, block_m, n_blocks, ts);
+  build_group_table_lanes(rows, r.m, block_m, n_blocks, t);
+  if (serial != words) fail("the lanes' table differs from the serial one", where);
   TileSchedule s;
   s.n_blocks = n_blocks;
   s.kblocks = 3;
