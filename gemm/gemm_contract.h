@@ -65,11 +65,17 @@ struct GemmArgs {
   // A row finds its group on the device, from exactly one of:
   //   group_ends [num_groups] int32, inclusive cumsum: rows [ends[g - 1], ends[g]) use group g;
   //              rows >= ends[num_groups - 1] are not written;
-  //   row_group  [m] int64, a group id per row; rows whose id is outside [0, num_groups) are not written.
+  //   row_group  [m] int64, a group id per row; rows whose id is outside [0, num_groups) are not written;
+  //   group_rows [num_groups] int32, valid rows per group of the masked layout (a and c viewed as
+  //              [num_groups, group_row_stride, k / n], m = num_groups * group_row_stride): rows
+  //              [g * group_row_stride, g * group_row_stride + group_rows[g]) use group g, the others are
+  //              not written.
   int64_t num_groups = 0;
   int64_t b_stride_group = 0, b_scale_stride_group = 0;
   const int32_t* group_ends = nullptr;
   const int64_t* row_group = nullptr;
+  const int32_t* group_rows = nullptr;
+  int64_t group_row_stride = 0;
 };
 
 // Activation quantization, per 1 x 128 group along K:

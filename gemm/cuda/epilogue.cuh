@@ -35,17 +35,18 @@ template <> struct OutPair<float> {
   __device__ static float one(float a) { return a; }
 };
 
-// Stores one thread's accumulator fragment; 64-bit offsets (M*N may exceed 2^31).
+// Stores one thread's accumulator fragment's rows below m (to the rows row_map names, where given);
+// 64-bit offsets (M*N may exceed 2^31).
 template <typename T, int kAcc>
 __device__ __forceinline__ void store_fragment(const float (&acc)[kAcc], T* out, int64_t ld,
                                                int64_t row0, int64_t col0, int64_t m, int64_t n,
-                                               bool pairs) {
+                                               bool pairs, const int32_t* row_map) {
   using P = OutPair<T>;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int64_t row = row0 + h * hopper::kFragRowHalf;
     if (row >= m) continue;
-    T* out_row = out + row * ld;
+    T* out_row = out + (row_map != nullptr ? row_map[row] : row) * ld;
 #pragma unroll
     for (int q = 0; q < kAcc / hopper::kFragRegsPerQuad; ++q) {
       const int64_t col = col0 + q * hopper::kFragColStride;
@@ -125,19 +126,20 @@ __device__ __forceinline__ void store_tile_by_tma(const float (&acc)[kAcc], cons
   }
 }
 
-// Epilogue from registers (fp32, rows TMA cannot address).
+// Epilogue from registers (fp32, rows TMA cannot address, the rows of a group below m_end, rows sent
+// where row_map says).
 template <int kAcc>
 __device__ __forceinline__ void store_tile_direct(const float (&acc)[kAcc], const KernelParams& p, int64_t row0,
-                                                  int64_t col0) {
+                                                  int64_t col0, int64_t m_end, const int32_t* row_map) {
   switch (p.out_format) {
     case OutFormat::kBF16:
-      store_fragment(acc, static_cast<__nv_bfloat16*>(p.out), p.out_ld, row0, col0, p.m, p.n, p.out_pairs);
+      store_fragment(acc, static_cast<__nv_bfloat16*>(p.out), p.out_ld, row0, col0, m_end, p.n, p.out_pairs, row_map);
       break;
     case OutFormat::kFP16:
-      store_fragment(acc, static_cast<__half*>(p.out), p.out_ld, row0, col0, p.m, p.n, p.out_pairs);
+      store_fragment(acc, static_cast<__half*>(p.out), p.out_ld, row0, col0, m_end, p.n, p.out_pairs, row_map);
       break;
     case OutFormat::kFP32:
-      store_fragment(acc, static_cast<float*>(p.out), p.out_ld, row0, col0, p.m, p.n, p.out_pairs);
+      store_fragment(acc, static_cast<float*>(p.out), p.out_ld, row0, col0, m_end, p.n, p.out_pairs, row_map);
       break;
   }
 }

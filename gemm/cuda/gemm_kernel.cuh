@@ -42,6 +42,7 @@
 
 #include "../gemm_contract.h"
 #include "epilogue.cuh"
+#include "grouped_scheduler.h"
 #include "hopper_layout.h"
 #include "hopper_ptx.h"
 #include "kernel_params.h"
@@ -114,12 +115,35 @@ __device__ __forceinline__ void promote(float (&acc)[kAcc], const float (&tmp)[k
   }
 }
 
-template <int kBlockM, int kBlockN, int kClusterN, int kSlabs, bool kPairs, bool kSplitK>
+// What the kernel reads of a work unit beyond its tile, for dense (WorkUnit) and grouped units: the
+// first B row of its group in the [groups * n, k] map and its group's B scales; and whether a group's
+// 64-row slab from `row0` lies inside its rows (TMA stores clip only at the tensor's edge: a slab
+// reaching past them is stored from registers, which stop at the group's last row).
+__device__ __forceinline__ int64_t unit_b_row0(const WorkUnit&, const KernelParams&) { return 0; }
+__device__ __forceinline__ int64_t unit_b_row0(const GroupedUnit& w, const KernelParams& p) { return w.group * p.n; }
+// The B scales of the unit's group (T: the scale format's element type).
+template <class T>
+__device__ __forceinline__ const T* unit_b_scale(const WorkUnit&, const T* b_scale, const KernelParams&) {
+  return b_scale;
+}
+template <class T>
+__device__ __forceinline__ const T* unit_b_scale(const GroupedUnit& w, const T* b_scale, const KernelParams& p) {
+  return b_scale + w.group * p.group.b_scale_stride_group;
+}
+__device__ __forceinline__ bool slab_inside_group(const GroupedUnit& w, int64_t row0) {
+  return row0 + hopper::kWgmmaM <= w.row_end;
+}
+
+// kGrouped: the grouped GEMM (MoE experts, grouped_scheduler.h): whole tiles of each group's rows, B and
+// its scales offset to the tile's group, stores clipped to the group's rows (or, with p.group.out_rows,
+// sent to the rows it names).
+template <int kBlockM, int kBlockN, int kClusterN, int kSlabs, bool kPairs, bool kSplitK, bool kGrouped>
 __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClusterN, kSlabs, kPairs}), 1)
     fp8_gemm_kernel(const __grid_constant__ TensorMaps maps, const KernelParams p) {
   constexpr TileConfig kCfg{kBlockM, kBlockN, kClusterN, kSlabs, kPairs};
   static_assert(registers_fit(kCfg), "accumulators do not fit the math warpgroups' register budget");
   static_assert(!kSplitK || splits_k(kCfg), "K split on a config without one");
+  static_assert(!kGrouped || (!kSplitK && kClusterN == 1), "grouped schedules run whole tiles on single CTAs");
   constexpr int kStages = num_stages(kCfg);
   constexpr int kMathWG = num_math_warpgroups(kCfg);
   constexpr int kWgRows = kSlabs * hopper::kWgmmaM;  // a math warpgroup's rows of the tile: its slabs
@@ -170,6 +194,10 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
   float* smem_b_scales = smem_a_scales + kStages * kAScaleFloats;
   uint64_t* full_bar = reinterpret_cast<uint64_t*>(smem_b_scales + kStages * kBScaleFloats);
   uint64_t* empty_bar = full_bar + kStages;
+  using Unit = std::conditional_t<kGrouped, GroupedUnit, WorkUnit>;
+  // Grouped kernels: the groups' table after the barriers (the launcher asks for grouped_smem_bytes()).
+  int32_t* group_words = reinterpret_cast<int32_t*>(empty_bar + kStages);
+  const GroupTable groups{group_words, group_words + kMaxGroups, group_words + 2 * kMaxGroups, p.group.rows.num_groups};
 
   // Broadcast from lane 0 so that ptxas sees a warp-uniform value: the shared-memory descriptors built
   // from it then live in uniform registers instead of being rebuilt per wgmma in vector registers.
@@ -214,6 +242,15 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
   // transpose, or the caller's): the launch and the prologue above overlap that kernel's end, and
   // nothing below reads or writes global memory before it has completed.
   ptx::wait_prior_grid();
+  if constexpr (kGrouped) build_group_table<kBlockM>(p.group.rows, p.m, p.sched.n_blocks, groups);
+  // Unit `unit` of this CTA's walk into `w` (which holds the previous one); false past the last.
+  auto next_unit = [&](int unit, Unit& w) {
+    if constexpr (kGrouped) {
+      return grouped_work_unit(groups, p.sched, kBlockM, sched_cta, sched_grid, unit, w);
+    } else {
+      return cta_work_unit(p.sched, sched_cta, sched_grid, k_rank, k_split, unit, w);
+    }
+  };
 
   if (warpgroup == kMathWG) {
     // ---------------- producer ----------------
@@ -229,16 +266,16 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
         ptx::cluster_wait();
       }
     };
-    WorkUnit w;
+    Unit w;
     if (warp == 0 && lane == 0) {
       const bool tma_a_scales = kTmaScales && p.a_scale_tma;
       const uint32_t stage_tx_bytes =
           kABytes + kBBytes + (tma_a_scales ? kAScaleFloats * static_cast<int>(sizeof(float)) : 0);
       const uint64_t b_policy = ptx::l2_policy_evict_first();
       RingPos<kStages> pos;
-      for (int unit = 0; cta_work_unit(p.sched, sched_cta, sched_grid, k_rank, k_split, unit, w); ++unit) {
-        const int32_t a_row = static_cast<int32_t>(w.m_blk * kBlockM);
-        const int32_t b_row = static_cast<int32_t>((w.n_blk * kClusterN + cta_rank) * kBlockN);
+      for (int unit = 0; next_unit(unit, w); ++unit) {
+        const int32_t a_row = static_cast<int32_t>(unit_row0<kBlockM>(w));
+        const int32_t b_row = static_cast<int32_t>((w.n_blk * kClusterN + cta_rank) * kBlockN + unit_b_row0(w, p));
         // K block kb into the stage at `pos`.
         auto load_one = [&](int kb) {
           const int s = pos.stage;
@@ -311,20 +348,20 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
         using BScale = std::conditional_t<kUe8m0, uint8_t, float>;
         const auto* b_scale = static_cast<const BScale*>(p.b_scale);
         RingPos<kStages> pos;
-        for (int unit = 0; cta_work_unit(p.sched, sched_cta, sched_grid, k_rank, k_split, unit, w); ++unit) {
+        for (int unit = 0; next_unit(unit, w); ++unit) {
           const int64_t nb = (w.n_blk * kClusterN + cta_rank) * kBlockN / kScaleBlockN + lane;
           const bool b_lane = lane < kMaxScaleBlocks;
           const bool b_ok = b_lane && nb < num_scale_n;
           // This lane's scale pointers walk along K (the warp's latency per K block is on the path to each
           // stage's full barrier): A rows lane, lane + 32, ... of the tile, and B scale block nb (or, past
           // N, a fixed address read as zero bytes).
-          const int64_t row0 = w.m_blk * kBlockM + lane;
+          const int64_t row0 = unit_row0<kBlockM>(w) + lane;
           // Rows of the tile this lane copies that exist (lane, lane + 32, ... below M): a small count, so
           // the per-row checks stay 32-bit.
           const int a_rows = static_cast<int>(p.m - row0 < kBlockM ? p.m - row0 : kBlockM);
           const float* a_src = p.a_scale + row0 * p.a_scale_stride_m + w.kb_begin * p.a_scale_stride_k;
           const BScale* b_src =
-              b_ok ? b_scale + nb * p.b_scale_stride_n + w.kb_begin * p.b_scale_stride_k : b_scale;
+              b_ok ? unit_b_scale(w, b_scale, p) + nb * p.b_scale_stride_n + w.kb_begin * p.b_scale_stride_k : b_scale;
           const int64_t b_step = b_ok ? p.b_scale_stride_k : 0;
           const int64_t a_row_step = hopper::kWarpSize * p.a_scale_stride_m;
           // 32-bit shared addresses of this lane's first A and B scale slots (the warp runs on the
@@ -372,7 +409,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
         gather_scales(std::false_type{});
       }
     } else {
-      for (int unit = 0; k_split > 1 && cta_work_unit(p.sched, sched_cta, sched_grid, k_rank, k_split, unit, w); ++unit) {
+      for (int unit = 0; k_split > 1 && next_unit(unit, w); ++unit) {
         split_barriers();
       }
     }
@@ -401,9 +438,9 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
     constexpr uint64_t kADescSlabStep = static_cast<uint64_t>(hopper::kWgmmaM * kBlockK) >> hopper::kDescAddrShift;
     constexpr uint64_t kADescStageStep = static_cast<uint64_t>(kABytes) >> hopper::kDescAddrShift;
     constexpr uint64_t kBDescStageStep = static_cast<uint64_t>(kBBytes) >> hopper::kDescAddrShift;
-    WorkUnit w;
-    for (int unit = 0; cta_work_unit(p.sched, sched_cta, sched_grid, k_rank, k_split, unit, w); ++unit) {
-      const int64_t slab_row0 = w.m_blk * kBlockM + warpgroup * kWgRows;  // this warpgroup's first slab
+    Unit w;
+    for (int unit = 0; next_unit(unit, w); ++unit) {
+      const int64_t slab_row0 = unit_row0<kBlockM>(w) + warpgroup * kWgRows;  // this warpgroup's first slab
       // The tile's B scale blocks: nb0, and from tile-local column `boundary` on (kBlockN: none) the next
       // ones (past N the scale warp zero-fills their scales).
       const int64_t n0 = (w.n_blk * kClusterN + cta_rank) * kBlockN;
@@ -566,11 +603,17 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
 #pragma unroll
       for (int sl = 0; sl < kSlabs; ++sl) {
         const int64_t row0 = slab_row0 + sl * hopper::kWgmmaM;
-        if (p.out_tma) {
+        bool by_tma = p.out_tma;
+        if constexpr (kGrouped) by_tma = by_tma && slab_inside_group(w, row0);
+        if (by_tma) {
           store_tile_by_tma<staging_col_parts(kCfg), store_span_bytes(kCfg)>(acc[sl], p, &maps.out, smem_out + warpgroup * kStagingBytesPerWG,
                                                      wg_barrier, tid, row0, n0);
         } else {
-          store_tile_direct(acc[sl], p, row0 + frag_row0, n0 + frag_col0);
+          if constexpr (kGrouped) {
+            store_tile_direct(acc[sl], p, row0 + frag_row0, n0 + frag_col0, w.row_end, p.group.out_rows);
+          } else {
+            store_tile_direct(acc[sl], p, row0 + frag_row0, n0 + frag_col0, p.m, nullptr);
+          }
         }
       }
       if (k_split > 1) ptx::cluster_wait();  // rank 0: the peers have passed the second barrier

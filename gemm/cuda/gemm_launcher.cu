@@ -17,6 +17,8 @@
 #include "aux_kernels.cuh"
 #include "forced_plan.h"
 #include "gemm_kernel.cuh"
+#include "grouped_planner.h"
+#include "grouped_prep_kernels.cuh"
 #include "hopper_layout.h"
 #include "kernel_params.h"
 #include "planner.h"
@@ -277,18 +279,20 @@ using ConfigLauncher = cudaError_t (*)(const TensorMaps&, const KernelParams&, i
 // split) on `stream`, as a programmatic dependent of the kernel before it (its launch and prologue
 // overlap that kernel's end, or the part after that kernel's griddepcontrol.launch_dependents); with
 // stream == nullptr and `max_clusters` set, only asks how many such clusters fit on the device at once.
-template <int I>
+// kGrouped: the config's grouped instantiation (grouped_planner.h's configs).
+template <int I, bool kGrouped = false>
 cudaError_t launch_config(const TensorMaps& maps, const KernelParams& p, int grid, int cluster_ctas,
                           cudaStream_t stream, int* max_clusters) {
   constexpr TileConfig c = kTileConfigs[I];
+  static_assert(!kGrouped || cuda::grouped_smem_fits(c), "the groups' table does not fit beside the ring");
   // K-split plans (and the occupancy of split clusters) take the config's K-splitting instantiation.
   const bool split = cluster_ctas > c.cluster_n;
-  auto* kernel = &cuda::fp8_gemm_kernel<c.block_m, c.block_n, c.cluster_n, c.slabs, c.pairs, false>;
-  if constexpr (cuda::splits_k(c)) {
-    if (split) kernel = &cuda::fp8_gemm_kernel<c.block_m, c.block_n, c.cluster_n, c.slabs, c.pairs, true>;
+  auto* kernel = &cuda::fp8_gemm_kernel<c.block_m, c.block_n, c.cluster_n, c.slabs, c.pairs, false, kGrouped>;
+  if constexpr (cuda::splits_k(c) && !kGrouped) {
+    if (split) kernel = &cuda::fp8_gemm_kernel<c.block_m, c.block_n, c.cluster_n, c.slabs, c.pairs, true, false>;
   }
-  if (split && !cuda::splits_k(c)) return cudaErrorInvalidConfiguration;
-  constexpr int smem = cuda::smem_bytes(c);
+  if (split && (kGrouped || !cuda::splits_k(c))) return cudaErrorInvalidConfiguration;
+  constexpr int smem = kGrouped ? cuda::grouped_smem_bytes(c) : cuda::smem_bytes(c);
   // Set on every launch: cheap, and free of first-call races across threads and devices.
   const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (e != cudaSuccess) return e;
@@ -339,6 +343,175 @@ cudaError_t max_clusters(int size, int& clusters) {
     any = true;
   }
   return cudaSuccess;
+}
+
+// ---- the grouped GEMM (MoE experts) ----
+template <size_t... I>
+constexpr std::array<ConfigLauncher, sizeof...(I)> make_grouped_launchers(std::index_sequence<I...>) {
+  return {&launch_config<cuda::kGroupedConfigs[I], true>...};
+}
+constexpr auto kGroupedLaunchers = make_grouped_launchers(std::make_index_sequence<cuda::kNumGroupedConfigs>{});
+
+ConfigLauncher grouped_launcher(int config) {
+  for (int i = 0; i < cuda::kNumGroupedConfigs; ++i) {
+    if (cuda::kGroupedConfigs[i] == config) return kGroupedLaunchers[i];
+  }
+  return nullptr;
+}
+
+std::string grouped_args_error(const GemmArgs& args) {
+  const int sources = (args.group_ends != nullptr) + (args.row_group != nullptr) + (args.group_rows != nullptr);
+  if (sources != 1) {
+    return "gemm (CUDA): a grouped GEMM needs exactly one of group_ends, row_group and group_rows (got " +
+           std::to_string(sources) + ")";
+  }
+  if (args.num_groups > cuda::kMaxGroups) {
+    return "gemm (CUDA): num_groups must be at most " + std::to_string(cuda::kMaxGroups) + " (got " +
+           std::to_string(args.num_groups) + ")";
+  }
+  if (args.num_groups > 1 && args.b_stride_group != args.n * args.b_stride_n) {
+    return "gemm (CUDA): b must hold its groups n * b_stride_n apart (expected b_stride_group " +
+           std::to_string(args.n * args.b_stride_n) + ", got " + std::to_string(args.b_stride_group) + ")";
+  }
+  if (args.a_scale_format != ScaleFormat::kF32) {
+    return "gemm (CUDA): a grouped GEMM takes float32 a_scale (UE8M0 is read for b_scale only)";
+  }
+  if (args.group_rows != nullptr && args.m != args.num_groups * args.group_row_stride) {
+    return "gemm (CUDA): the masked layout needs m = num_groups * group_row_stride (expected " +
+           std::to_string(args.num_groups * args.group_row_stride) + ", got " + std::to_string(args.m) + ")";
+  }
+  return {};
+}
+
+// Sorts the rows by group id (row_group) into workspace: the segments' ends, the permutation and the
+// sorted copies of A and its scales, which `src` then describes.
+std::string sort_rows_by_group(const GemmArgs& args, const Workspace& ws, cudaStream_t stream, GemmArgs& src,
+                               int32_t*& ends, int32_t*& perm) {
+  const int64_t m = args.m, k = args.k, kblocks = cuda::cdiv(k, cuda::kBlockK);
+  const int64_t a_ld = cuda::cdiv(k, cuda::hopper::kTmaAlignBytes) * cuda::hopper::kTmaAlignBytes;
+  const int64_t scale_ld = cuda::cdiv(m, kAlignFloats) * kAlignFloats;
+  const int64_t ends_bytes = cuda::cdiv(args.num_groups * 4, cuda::hopper::kTmaAlignBytes) * cuda::hopper::kTmaAlignBytes;
+  const int64_t perm_bytes = cuda::cdiv(m * 4, cuda::hopper::kTmaAlignBytes) * cuda::hopper::kTmaAlignBytes;
+  const int64_t a_bytes = m * a_ld;
+  const size_t bytes = static_cast<size_t>(ends_bytes + perm_bytes + a_bytes + kblocks * scale_ld * 4);
+  auto* base = static_cast<uint8_t*>(ws.get(bytes));
+  if (base == nullptr) {
+    return "gemm (CUDA): workspace allocation of " + std::to_string(bytes) + " bytes for the rows sorted by group failed";
+  }
+  ends = reinterpret_cast<int32_t*>(base);
+  perm = reinterpret_cast<int32_t*>(base + ends_bytes);
+  auto* a_sorted = base + ends_bytes + perm_bytes;
+  auto* scale_sorted = reinterpret_cast<float*>(a_sorted + a_bytes);
+  const cuda::SortRows sort{args.row_group, m, static_cast<int32_t>(args.num_groups), ends, perm};
+  cuda::sort_rows_by_group_kernel<<<1, cuda::kSortThreads, 0, stream>>>(sort);
+  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return cuda_error("sort_rows_by_group_kernel launch", e);
+  const cuda::GatherRows gather{static_cast<const uint8_t*>(args.a), args.a_stride_m, args.a_stride_k,
+                                static_cast<const float*>(args.a_scale), args.a_scale_stride_m, args.a_scale_stride_k,
+                                k, kblocks, ends + args.num_groups - 1, perm, a_sorted, a_ld, scale_sorted, scale_ld};
+  const int blocks = static_cast<int>(std::min<int64_t>(m, cuda::kMaxGatherBlocks));
+  cuda::gather_group_rows_kernel<<<blocks, cuda::kGatherThreads, 0, stream>>>(gather);
+  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return cuda_error("gather_group_rows_kernel launch", e);
+  src.a = a_sorted;
+  src.a_stride_m = a_ld;
+  src.a_stride_k = 1;
+  src.a_scale = scale_sorted;
+  src.a_scale_stride_m = 1;
+  src.a_scale_stride_k = scale_ld;
+  return {};
+}
+
+// The grouped GEMM: rows by group_ends, by the masked layout's group_rows, or sorted by row_group first;
+// B as one [num_groups * n, k] operand whose group g starts at row g * n (a group's ragged last N tile
+// reads the next group's first rows, which its stores never reach, or zeros past the last group).
+std::string launch_grouped(const GemmArgs& args, const Workspace& workspace, cudaStream_t stream, int sms) {
+  if (std::string err = grouped_args_error(args); !err.empty()) return err;
+  const int64_t m = args.m, n = args.n, k = args.k, groups = args.num_groups;
+  const cuda::GroupedPlan plan = cuda::choose_grouped_plan(m, n, k, groups, sms);
+  const TileConfig& cfg = kTileConfigs[plan.config];
+  if (!cuda::grouped_fits_int32(m, n, groups, cfg.block_m, plan.sched.n_blocks)) {
+    return "gemm (CUDA): the grouped problem is too large for the kernel's 32-bit schedule (m " + std::to_string(m) +
+           ", n " + std::to_string(n) + ", num_groups " + std::to_string(groups) + ")";
+  }
+  std::string err;
+  KernelParams p;
+  p.group.rows.num_groups = static_cast<int32_t>(groups);
+  p.group.b_scale_stride_group = args.b_scale_stride_group;
+  GemmArgs src = args;
+  if (args.row_group != nullptr) {
+    int32_t *ends = nullptr, *perm = nullptr;
+    if (err = sort_rows_by_group(args, workspace, stream, src, ends, perm); !err.empty()) return err;
+    p.group.rows.ends = ends;
+    p.group.out_rows = perm;
+  } else if (args.group_ends != nullptr) {
+    p.group.rows.ends = args.group_ends;
+  } else {
+    p.group.rows.counts = args.group_rows;
+    p.group.rows.stride = args.group_row_stride;
+  }
+
+  Operand a, b;
+  RepackGroups repacks{};
+  if (err = prepare_operand("a", src.a, m, k, src.a_stride_m, src.a_stride_k, workspace, repacks, a); !err.empty()) {
+    return err;
+  }
+  if (err = prepare_operand("b", args.b, groups * n, k, args.b_stride_n, args.b_stride_k, workspace, repacks, b);
+      !err.empty()) return err;
+  TensorMaps maps{};
+  if (err = encode_operand("a", a, m, k, cfg.block_m, maps.a); !err.empty()) return err;
+  if (err = encode_operand("b", b, groups * n, k, cfg.block_n, maps.b); !err.empty()) return err;
+  const int64_t kblocks = cuda::cdiv(k, cuda::kBlockK);
+  ScaleOperand sa;
+  cuda::ScaleCopy scale_copy{};
+  const bool a_scale_tma = cuda::scales_by_tma(cfg);
+  if (a_scale_tma) {
+    if (err = prepare_scales("a_scale", static_cast<const float*>(src.a_scale), m, kblocks, src.a_scale_stride_m,
+                             src.a_scale_stride_k, workspace, scale_copy, sa);
+        !err.empty()) return err;
+    if (err = encode_scales("a_scale", sa, m, kblocks, cfg.block_m, 1, maps.a_scale); !err.empty()) return err;
+  }
+  const int64_t whole_kblocks = k / cuda::kBlockK;
+  if (plan.pairs) {
+    if (err = encode_operand_pairs("a", a, m, whole_kblocks, cfg.block_m, maps.a_pair); !err.empty()) return err;
+    if (err = encode_operand_pairs("b", b, groups * n, whole_kblocks, cfg.block_n, maps.b_pair); !err.empty()) {
+      return err;
+    }
+    if (a_scale_tma) {
+      if (err = encode_scales("a_scale", sa, m, kblocks, cfg.block_m, cuda::kKBlocksPerPair, maps.a_scale_pair);
+          !err.empty()) return err;
+    }
+  }
+
+  p.m = m;
+  p.n = n;
+  p.sched = plan.sched;
+  p.a_scale = static_cast<const float*>(src.a_scale);
+  p.a_scale_stride_m = src.a_scale_stride_m;
+  p.a_scale_stride_k = src.a_scale_stride_k;
+  p.b_scale = args.b_scale;
+  p.b_scale_format = args.b_scale_format;
+  p.b_scale_stride_n = args.b_scale_stride_n;
+  p.b_scale_stride_k = args.b_scale_stride_k;
+  p.a_scale_tma = a_scale_tma;
+  p.b_evict_first = plan.b_evict_first;
+  p.pair_kblocks = plan.pairs ? static_cast<int32_t>(whole_kblocks) : 0;
+  p.out = args.c;
+  p.out_ld = args.c_stride_m;
+  p.out_format = args.c_format;
+  const int64_t vec_bytes = 2 * out_bytes(args.c_format);
+  p.out_pairs = reinterpret_cast<uintptr_t>(args.c) % vec_bytes == 0 && (m == 1 || args.c_stride_m % 2 == 0);
+  // Rows sorted by group go back to their own rows from registers.
+  p.out_tma = p.group.out_rows == nullptr && out_tma_storable(args);
+  if (p.out_tma) {
+    if (err = encode_out(args, cfg, maps.out); !err.empty()) return err;
+  }
+  if (scale_copy.dst != nullptr) {
+    if (err = launch_scale_copy(scale_copy, stream); !err.empty()) return err;
+  }
+  if (err = launch_repacks(repacks, k, stream); !err.empty()) return err;
+  if (const cudaError_t e = grouped_launcher(plan.config)(maps, p, plan.grid, 1, stream, nullptr); e != cudaSuccess) {
+    return cuda_error("fp8_gemm_kernel (grouped) launch", e);
+  }
+  return {};
 }
 
 }  // namespace
@@ -502,14 +675,16 @@ std::string gpu_slots(int device, GpuSlots& slots) {
 }  // namespace cuda
 
 std::string gemm_launch(const GemmArgs& args, const Workspace& workspace, void* stream) {
-  if (args.num_groups != 0) {
-    return "gemm (CUDA): grouped GEMMs are not implemented by the CUDA backend yet (expected num_groups 0, got " +
-           std::to_string(args.num_groups) + ")";
-  }
   int device = 0;
   if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return cuda_error("cudaGetDevice", e);
   cuda::GpuSlots slots;
   if (std::string err = cuda::gpu_slots(device, slots); !err.empty()) return err;
+  if (args.num_groups > 0) {
+    if (args.a_format != Fp8Format::kE4M3FN || args.b_format != Fp8Format::kE4M3FN || args.c_stride_n != 1) {
+      return "gemm (CUDA): a grouped GEMM needs float8_e4m3fn a and b and out with unit stride along N";
+    }
+    return launch_grouped(args, workspace, static_cast<cudaStream_t>(stream), slots.sms);
+  }
   const Plan plan = cuda::choose_plan(args.m, args.n, args.k, slots, out_bytes(args.c_format));
   return cuda::launch_with_plan(args, workspace, stream, plan);
 }

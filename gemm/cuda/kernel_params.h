@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "../gemm_contract.h"
+#include "grouped_scheduler.h"
 #include "tile_scheduler.h"
 
 namespace gemm::cuda {
@@ -16,6 +17,13 @@ struct TensorMaps {
   CUtensorMap a, b, a_scale;                 // a_scale: only configs with scales_by_tma read it
   CUtensorMap a_pair, b_pair, a_scale_pair;  // two K blocks a box: read when KernelParams::pair_kblocks > 0
   CUtensorMap out;                           // only read when KernelParams::out_tma
+};
+
+// What grouped kernels (kGrouped) read beyond a dense GEMM's parameters.
+struct GroupedParams {
+  GroupRows rows;                    // where each group's rows lie
+  int64_t b_scale_stride_group = 0;  // floats between groups' B scales (B itself is one [groups * n, k] map)
+  const int32_t* out_rows = nullptr; // the output row of each A row (rows gathered by group id); nullptr: itself
 };
 
 struct KernelParams {
@@ -40,6 +48,7 @@ struct KernelParams {
   // fp32 or UE8M0 (decoded by the scale warp); A scales always arrive as fp32 (the launcher decodes UE8M0
   // ones into an fp32 copy).
   ScaleFormat b_scale_format = ScaleFormat::kF32;
+  GroupedParams group;
 };
 
 }  // namespace gemm::cuda
