@@ -81,7 +81,7 @@ struct GemmArgs {
 // Activation quantization, per 1 x 128 group along K:
 //   s = amax(group) / max(q_format) (1 for an all-zero group; rounded up to a power of two when
 //   pow2_scale or scale_format == kUE8M0), q = saturate(x / s) rounded to nearest even;
-//   with static_scale (a device scalar) every group uses s = *static_scale instead.
+//   with static_scale (a device scalar) every group uses s = *static_scale instead, rounded the same way.
 // x [m, k] row-major (padded row stride allowed); q [m, k] row-major; scale [m, ceil(k / 128)] in
 // either dense layout, read from its strides (M-major: scale_stride_m == 1).
 struct QuantizeArgs {

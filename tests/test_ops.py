@@ -50,12 +50,13 @@ def quantize_reference(x, fp8_dtype, scale_dtype=torch.float32, pow2=False, stat
     if static is None:
         s = groups.abs().amax(dim=-1) / fp8_max
         s = torch.where(s > 0, s, torch.ones_like(s))
-        if pow2 or scale_dtype == E8M0:
-            s = _ceil_pow2(s)
-        if scale_dtype == E8M0:
-            s = s.clamp_min(UE8M0_MIN)
     else:
         s = static.float().reshape(1, 1).expand(m, k_blocks)
+    # Static or dynamic, the scale used is rounded up to a power of two for pow2 and UE8M0.
+    if pow2 or scale_dtype == E8M0:
+        s = _ceil_pow2(s)
+    if scale_dtype == E8M0:
+        s = s.clamp_min(UE8M0_MIN)
     q = (groups / s.unsqueeze(-1)).clamp(-fp8_max, fp8_max).to(fp8_dtype).flatten(-2)[:, :k]
     return q, s.to(scale_dtype)
 
@@ -112,6 +113,9 @@ def test_quantize_static_scale(kernel, device, x_dtype):
         assert_quantize_matches(kernel, x, fp8_dtype, static=static)
         # A 0-dim tensor (transformers' activation_scale) and a power of two stored as UE8M0.
         assert_quantize_matches(kernel, x, fp8_dtype, static=torch.tensor(0.25, device=device), scale_dtype=E8M0)
+        # A static scale UE8M0 cannot hold, or pow2 asked for, is rounded up as a dynamic one is.
+        assert_quantize_matches(kernel, x, fp8_dtype, static=torch.tensor(0.3, device=device), scale_dtype=E8M0)
+        assert_quantize_matches(kernel, x, fp8_dtype, static=torch.tensor([0.3], device=device), pow2=True)
 
 
 @pytest.mark.kernels_ci
@@ -480,6 +484,3 @@ def test_quantize_bad_arguments(kernel, device):
     if device != "cpu":
         with _raises(ValueError, "all tensors must be on one device", "scale on", "got cpu"):
             op(q, scale.cpu(), x, None, False)
-    else:
-        with _raises(RuntimeError, "static_scale must be a power of two >= 2^-127 to be stored as UE8M0"):
-            op(q, scale.to(E8M0), x, torch.tensor([0.3]), False)

@@ -266,13 +266,6 @@ std::string quantize_launch(const QuantizeArgs& args, void* /*stream*/) {
     return format_error("x_format", static_cast<int32_t>(args.x_format));
   if (!known_scale_format(args.scale_format))
     return format_error("scale_format", static_cast<int32_t>(args.scale_format));
-  // UE8M0 stores powers of two only: a static scale it cannot hold would make q and scale disagree.
-  if (args.static_scale != nullptr && args.scale_format == ScaleFormat::kUE8M0) {
-    const float s = *args.static_scale;
-    if (!(s >= kUe8m0Min && ceil_pow2(s) == s))
-      return "gemm (CPU): static_scale must be a power of two >= 2^-127 to be stored as UE8M0, got " +
-             std::to_string(s);
-  }
   std::string error;
   const IsaPath* path = selected_path(error);
   if (path == nullptr) return error;

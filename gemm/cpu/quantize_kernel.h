@@ -67,13 +67,18 @@ inline float group_amax(const uint8_t* x, int64_t k_len) {
   return value;
 }
 
-inline float dynamic_scale(float amax, const QuantizeArgs& args, const Fp8Encoder& encoder) {
+inline float dynamic_scale(float amax, const Fp8Encoder& encoder) {
   const float s = amax / encoder.max;
   // An all-zero group would divide 0 by 0; any positive scale quantizes it to zeros (a NaN amax
   // lands here too, as with torch.where(s > 0, s, 1)).
-  const float positive = s > 0.0f ? s : 1.0f;
-  if (args.scale_format == ScaleFormat::kUE8M0) return std::max(ceil_pow2(positive), kUe8m0Min);
-  return args.pow2_scale ? ceil_pow2(positive) : positive;
+  return s > 0.0f ? s : 1.0f;
+}
+
+// The scale a group uses and stores, static or dynamic alike: rounded up to a power of two for
+// pow2_scale and for UE8M0, which also holds nothing below 2^-127.
+inline float used_scale(float s, const QuantizeArgs& args) {
+  if (args.scale_format == ScaleFormat::kUE8M0) return std::max(ceil_pow2(s), kUe8m0Min);
+  return args.pow2_scale ? ceil_pow2(s) : s;
 }
 
 // Rows [row_begin, row_end) of the quantizer.
@@ -90,9 +95,10 @@ inline void quantize_rows(const QuantizeArgs& args, const Fp8Encoder& encoder, i
       const int64_t k_begin = kb * kScaleBlockK;
       const int64_t k_len = std::min(kScaleBlockK, args.k - k_begin);
       const uint8_t* x = x_row + k_begin * kInBytes<kIn>;
-      const float s = args.static_scale != nullptr
-                          ? *args.static_scale
-                          : dynamic_scale(group_amax<Isa, kIn>(x, k_len), args, encoder);
+      const float s = used_scale(args.static_scale != nullptr
+                                     ? *args.static_scale
+                                     : dynamic_scale(group_amax<Isa, kIn>(x, k_len), encoder),
+                                 args);
       const int64_t scale_index = row * args.scale_stride_m + kb * args.scale_stride_k;
       if (args.scale_format == ScaleFormat::kUE8M0)
         static_cast<uint8_t*>(args.scale)[scale_index] = encode_ue8m0(s);
