@@ -35,7 +35,7 @@ constexpr int kMaxClusterN = 2;
 // loads, which the planner runs in place of 128x128 where units are long (planner.h, paired_twin()).
 inline constexpr TileConfig kTileConfigs[] = {
     {64, 64, 1, 1, true}, {64, 96, 1, 1, true}, {64, 128, 1, 1, true}, {128, 128}, {192, 128}, {128, 128, 2},
-    {256, 128, 1, 2},     {128, 128, 1, 1, true},
+    {256, 128, 1, 2},     {128, 128, 1, 1, true}, {128, 64, 1, 1, true},
 };
 inline constexpr int kNumTileConfigs = sizeof(kTileConfigs) / sizeof(kTileConfigs[0]);
 
