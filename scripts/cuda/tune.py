@@ -17,7 +17,7 @@
 --ab RESULTS.json: a planner A/B against a benchmark run (benchmarks/results/*/results.json) with a
          DeepGEMM peer: on every K-major shape where DeepGEMM beat ours by more than 5 % (call or kernel
          time), the base plan (--base, default the heuristic's), the heuristic's plan and every other
-         whole-tile / stream-K plan (and K splits of decode shapes), each checked against the fp32
+         whole-tile / stream-K plan (and K splits where M <= 512), each checked against the fp32
          reference first, interleaved in shuffled rounds; prints base, new, new/base, the fastest plan
          and DeepGEMM's time from the file; --ab-out FILE.jsonl keeps every plan's median in the
          format of tests/cuda/planner_timings.jsonl.
@@ -418,7 +418,7 @@ def ab(be: Backend, results: str, base: dict, rounds: int, iters: int, out_path:
         for cfg in range(len(be.configs)):
             tiles, slots = be.tiles(cfg, m, n)
             candidates |= {plan_key(cfg, sk) for sk in ((0, 1) if tiles % slots else (0,))}
-            if m <= 128:
+            if m <= 512:  # few M blocks: K splits
                 candidates |= {plan_key(cfg, 0, split) for split in (2, 3, 4) if split <= be.max_k_split[cfg]}
         runs = {}
         for key in sorted(candidates):
