@@ -19,8 +19,8 @@
          time), the base plan (--base, default the heuristic's), the heuristic's plan and every other
          whole-tile / stream-K plan (and K splits where M <= 512), each checked against the fp32
          reference first, interleaved in shuffled rounds; prints base, new, new/base, the fastest plan
-         and DeepGEMM's time from the file; --ab-out FILE.jsonl keeps every plan's median in the
-         format of tests/cuda/planner_timings.jsonl.
+         and DeepGEMM's time from the file (--ab-shapes adds shapes without one); --ab-out FILE.jsonl
+         keeps every plan's median in the format of tests/cuda/planner_timings.jsonl.
 Timing: CUDA events, a 256 MB buffer written before each iteration (cold L2), median.
 """
 
@@ -402,12 +402,14 @@ def deepgemm_gaps(path: str, margin: float = 0.95) -> list[tuple[tuple[int, int,
             any(dg < margin * ours for dg, ours in zip(t["deepgemm"], t["ours"]))]
 
 
-def ab(be: Backend, results: str, base: dict, rounds: int, iters: int, out_path: str | None) -> list[str]:
+def ab(be: Backend, results: str, base: dict, rounds: int, iters: int, out_path: str | None,
+       extra: list[tuple[int, int, int]] = ()) -> list[str]:
     fails, ratios = [], []
     out_file = open(out_path, "w") if out_path else None
     print(f"{'shape':>18} {'base':>8} {'new':>8} {'base us':>9} {'new us':>9} {'new/base':>8} "
           f"{'fastest':>8} {'us':>9} {'DeepGEMM call/kernel us':>24} {'ours then':>10}")
-    for (m, n, k), t in deepgemm_gaps(results):
+    shapes = deepgemm_gaps(results) + [(shape, None) for shape in extra]
+    for (m, n, k), t in shapes:
         x = make(m, n, k)
         ref = reference(*x)
         out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
@@ -445,9 +447,9 @@ def ab(be: Backend, results: str, base: dict, rounds: int, iters: int, out_path:
             continue
         best = min(med, key=med.get)
         ratios.append(med[new] / med[old])
-        dg, ours = t["deepgemm"], t["ours"]
+        peer = f"{t['deepgemm'][0]:11.1f} / {t['deepgemm'][1]:10.1f} {t['ours'][0]:10.1f}" if t else f"{'-':>24} {'-':>10}"
         print(f"{f'{m}x{n}x{k}':>18} {old:>8} {new:>8} {med[old]:9.1f} {med[new]:9.1f} {med[new] / med[old]:8.3f} "
-              f"{best:>8} {med[best]:9.1f} {dg[0]:11.1f} / {dg[1]:10.1f} {ours[0]:10.1f}", flush=True)
+              f"{best:>8} {med[best]:9.1f} {peer}", flush=True)
         if out_file:
             out_file.write(json.dumps({"m": m, "n": n, "k": k, "t": {key: round(v, 2) for key, v in med.items()}}) + "\n")
             out_file.flush()
@@ -493,6 +495,7 @@ def main() -> int:
                    help="--ab: base plans (CONFIG/STREAM_K[/K_SPLIT]) where they differ from the heuristic's")
     p.add_argument("--rounds", type=int, default=3, help="--ab: shuffled rounds of --iters calls per plan")
     p.add_argument("--ab-out", metavar="JSONL")
+    p.add_argument("--ab-shapes", metavar="M,N,K;...", default="", help="--ab: more shapes (no DeepGEMM time)")
     args = p.parse_args()
     base = parse_plans(args.base)  # before the GPU is touched: a typo fails at once
     torch.manual_seed(0)
@@ -510,7 +513,8 @@ def main() -> int:
     if args.quant:
         quant_bench(be)
     if args.ab:
-        fails += ab(be, args.ab, base, args.rounds, args.iters, args.ab_out)
+        extra = [tuple(int(v) for v in item.split(",")) for item in args.ab_shapes.split(";") if item.strip()]
+        fails += ab(be, args.ab, base, args.rounds, args.iters, args.ab_out, extra)
     print("FAILS:", fails)
     return 1 if fails else 0
 
