@@ -13,7 +13,14 @@
          model in gemm/cuda/planner.h is fitted to;
 --profile M,N,K,CONFIG[,STREAM_K]: two launches of one forced plan, for `ncu --launch-skip 1 --launch-count 1`;
 --quant: the activation quantizer (bf16 -> e4m3fn + M-major fp32 scales) on DeepSeek-V3 activation shapes,
-         time and achieved DRAM bandwidth (bytes read + written).
+         time and achieved DRAM bandwidth (bytes read + written);
+--ab RESULTS.json: a planner A/B against a benchmark run (benchmarks/results/*/results.json) with a
+         DeepGEMM peer: on every K-major shape where DeepGEMM beat ours by more than 5 % (call or kernel
+         time), the base plan (--base, default the heuristic's), the heuristic's plan and every other
+         whole-tile / stream-K plan (and K splits where M <= 512), each checked against the fp32
+         reference first, interleaved in shuffled rounds; prints base, new, new/base, the fastest plan
+         and DeepGEMM's time from the file (--ab-shapes adds shapes without one); --ab-out FILE.jsonl
+         keeps every plan's median in the format of tests/cuda/planner_timings.jsonl.
 Timing: CUDA events, a 256 MB buffer written before each iteration (cold L2), median.
 """
 
@@ -23,6 +30,7 @@ import argparse
 import ctypes
 import json
 import math
+import random
 import statistics
 import sys
 from pathlib import Path
@@ -184,6 +192,11 @@ WARM_QUEUE_CYCLES = 5_000_000  # ~3 ms of GPU sleep: the host queues every timed
 def timeit(fn, iters=20, cold=True) -> float:
     """Median event time of `fn` over `iters` calls, on a cold L2 (a 256 MB write before each) or, with
     cold=False, back to back on a warm one."""
+    return statistics.median(time_samples(fn, iters, cold))
+
+
+def time_samples(fn, iters=20, cold=True) -> list[float]:
+    """Event times (us) of `iters` calls of `fn` (see timeit)."""
     global _flush
     if _flush is None:
         _flush = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda")
@@ -206,7 +219,7 @@ def timeit(fn, iters=20, cold=True) -> float:
         fn()
         end.record()
     ends[-1].synchronize()
-    return statistics.median(s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends))
+    return [s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends)]
 
 
 def check(be: Backend) -> list[str]:
@@ -360,6 +373,94 @@ def sweep(be: Backend, path: str, iters: int) -> None:
                   f"{2 * m * n * k / times[best] / 1e6:.0f} TF/s  {cb}  plan {be.plan(m, n, k)}", flush=True)
 
 
+def plan_key(config: int, stream_k: int, k_split: int = 1) -> str:
+    """A forced plan as planner_timings.jsonl names it: CONFIG/STREAM_K[/K_SPLIT]."""
+    return f"{config}/{stream_k}" + (f"/{k_split}" if k_split > 1 else "")
+
+
+def parse_plans(spec: str) -> dict[tuple[int, int, int], str]:
+    """"M,N,K=CONFIG/STREAM_K[/K_SPLIT];..." -> {(m, n, k): plan key}."""
+    plans = {}
+    for item in filter(None, (part.strip() for part in spec.split(";"))):
+        shape, plan = item.split("=")
+        m, n, k = (int(v) for v in shape.split(","))
+        fields = [int(v) for v in plan.split("/")]
+        if len(fields) not in (2, 3):
+            raise ValueError(f"plan {plan!r}: CONFIG/STREAM_K[/K_SPLIT]")
+        plans[(m, n, k)] = plan_key(*fields)
+    return plans
+
+
+def deepgemm_gaps(path: str, margin: float = 0.95) -> list[tuple[tuple[int, int, int], dict]]:
+    """K-major shapes of a benchmark results file where DeepGEMM's call or kernel time is below `margin` x
+    ours: [((m, n, k), {"ours": (call, kernel), "deepgemm": (call, kernel)})] in file order."""
+    times: dict[tuple[int, int, int], dict] = {}
+    for r in json.loads(Path(path).read_text())["rows"]:
+        if r["layout"] == "kmajor" and r["status"] == "OK" and r["peer"] in ("ours", "deepgemm"):
+            times.setdefault((r["m"], r["n"], r["k"]), {})[r["peer"]] = (
+                r["timing"]["median_us"], r["kernel_timing"]["median_us"])
+    return [(shape, t) for shape, t in times.items() if len(t) == 2 and
+            any(dg < margin * ours for dg, ours in zip(t["deepgemm"], t["ours"]))]
+
+
+def ab(be: Backend, results: str, base: dict, rounds: int, iters: int, out_path: str | None,
+       extra: list[tuple[int, int, int]] = ()) -> list[str]:
+    fails, ratios = [], []
+    out_file = open(out_path, "w") if out_path else None
+    print(f"{'shape':>18} {'base':>8} {'new':>8} {'base us':>9} {'new us':>9} {'new/base':>8} "
+          f"{'fastest':>8} {'us':>9} {'DeepGEMM call/kernel us':>24} {'ours then':>10}")
+    shapes = deepgemm_gaps(results) + [(shape, None) for shape in extra]
+    for (m, n, k), t in shapes:
+        x = make(m, n, k)
+        ref = reference(*x)
+        out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
+        p = be.plan(m, n, k)
+        new = plan_key(p[0], p[3], p[6])
+        old = base.get((m, n, k), new)
+        candidates = {old, new}
+        for cfg in range(len(be.configs)):
+            tiles, slots = be.tiles(cfg, m, n)
+            candidates |= {plan_key(cfg, sk) for sk in ((0, 1) if tiles % slots else (0,))}
+            if m <= 512:  # few M blocks: K splits
+                candidates |= {plan_key(cfg, 0, split) for split in (2, 3, 4) if split <= be.max_k_split[cfg]}
+        runs = {}
+        for key in sorted(candidates):
+            cfg, sk, *split = (int(v) for v in key.split("/"))
+            run = lambda cfg=cfg, sk=sk, split=split: be.gemm(*x, out=out, config=cfg, stream_k=bool(sk),
+                                                              k_split=split[0] if split else 1)
+            try:
+                ok, rel = close(run(), ref)
+            except RuntimeError:  # no such plan on this device (a K split beyond its cluster slots)
+                continue
+            if not ok:
+                fails.append(f"{m}x{n}x{k} plan {key} rel={rel:.1e}")
+                continue
+            runs[key] = run
+        samples = {key: [] for key in runs}
+        for _ in range(rounds):
+            order = list(runs)
+            random.shuffle(order)
+            for key in order:
+                samples[key] += time_samples(runs[key], iters)
+        med = {key: statistics.median(v) for key, v in samples.items()}
+        if old not in med or new not in med:
+            fails.append(f"{m}x{n}x{k}: base {old} or new {new} failed its check")
+            continue
+        best = min(med, key=med.get)
+        ratios.append(med[new] / med[old])
+        peer = f"{t['deepgemm'][0]:11.1f} / {t['deepgemm'][1]:10.1f} {t['ours'][0]:10.1f}" if t else f"{'-':>24} {'-':>10}"
+        print(f"{f'{m}x{n}x{k}':>18} {old:>8} {new:>8} {med[old]:9.1f} {med[new]:9.1f} {med[new] / med[old]:8.3f} "
+              f"{best:>8} {med[best]:9.1f} {peer}", flush=True)
+        if out_file:
+            out_file.write(json.dumps({"m": m, "n": n, "k": k, "t": {key: round(v, 2) for key, v in med.items()}}) + "\n")
+            out_file.flush()
+    if ratios:
+        changed = [r for r in ratios if r != 1.0]
+        print(f"new/base geomean {math.exp(sum(map(math.log, ratios)) / len(ratios)):.3f} over {len(ratios)} shapes"
+              f" ({len(changed)} with a changed plan)")
+    return fails
+
+
 def quant_bench(be: Backend) -> None:
     for m, k in QUANT:
         x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
@@ -390,7 +491,14 @@ def main() -> int:
     p.add_argument("--iters", type=int, default=10, help="timed iterations per sweep point")
     p.add_argument("--profile", metavar="M,N,K,CONFIG[,STREAM_K]")
     p.add_argument("--quant", action="store_true")
+    p.add_argument("--ab", metavar="RESULTS_JSON")
+    p.add_argument("--base", metavar="M,N,K=PLAN;...", default="",
+                   help="--ab: base plans (CONFIG/STREAM_K[/K_SPLIT]) where they differ from the heuristic's")
+    p.add_argument("--rounds", type=int, default=3, help="--ab: shuffled rounds of --iters calls per plan")
+    p.add_argument("--ab-out", metavar="JSONL")
+    p.add_argument("--ab-shapes", metavar="M,N,K;...", default="", help="--ab: more shapes (no DeepGEMM time)")
     args = p.parse_args()
+    base = parse_plans(args.base)  # before the GPU is touched: a typo fails at once
     torch.manual_seed(0)
     torch.backends.cuda.matmul.allow_tf32 = False
     be = Backend(args.lib)
@@ -405,6 +513,9 @@ def main() -> int:
         profile(be, args.profile)
     if args.quant:
         quant_bench(be)
+    if args.ab:
+        extra = [tuple(int(v) for v in item.split(",")) for item in args.ab_shapes.split(";") if item.strip()]
+        fails += ab(be, args.ab, base, args.rounds, args.iters, args.ab_out, extra)
     print("FAILS:", fails)
     return 1 if fails else 0
 

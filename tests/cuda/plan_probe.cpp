@@ -16,6 +16,9 @@
 //                          order, all on CTAs of lower index than the head's (no deadlock), and at
 //                          most kMaxLaterPieces of them (the kernel's unrolled fix-up). Prints
 //                          "FAIL ..." lines and a final "walked N plans, F failures".
+//   plan_probe SMS --costs for every config, the model's cost of its whole-tile, stream-K and K-split plans
+//                          ("m n k config stream_k k_split grid cost_us wave_fill", plans that fit), then
+//                          "chosen CONFIG/STREAM_K[/K_SPLIT]" (scored config): what the planner weighed.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -132,9 +135,10 @@ int main(int argc, char** argv) {
   gpu.sms = num_sms;
   for (int size = 2; size <= kMaxClusterCtas; ++size) gpu.clusters[size] = num_sms / size;
   const bool walk_mode = argc > 2 && std::strcmp(argv[2], "--walk") == 0;
+  const bool cost_mode = argc > 2 && std::strcmp(argv[2], "--costs") == 0;
   long long m, n, k;
   int walked = 0;
-  if (!walk_mode) std::printf("configs %d\n", kNumTileConfigs);
+  if (!walk_mode && !cost_mode) std::printf("configs %d\n", kNumTileConfigs);
   while (std::scanf("%lld %lld %lld", &m, &n, &k) == 3) {
     if (walk_mode) {
       for (int cfg = 0; cfg < kNumTileConfigs; ++cfg) {
@@ -150,6 +154,23 @@ int main(int argc, char** argv) {
           ++walked;
         }
       }
+      continue;
+    }
+    if (cost_mode) {
+      for (int cfg = 0; cfg < kNumTileConfigs; ++cfg) {
+        for (int split = 1; split <= kMaxKSplit; ++split) {
+          for (const bool sk : {false, true}) {
+            const Plan p = make_plan(cfg, sk, split, m, n, k, gpu, 2);
+            if (!p.fits || (sk && !p.stream_k())) continue;
+            std::printf("%lld %lld %lld %d %d %d %d %.2f %.3f\n", m, n, k, cfg, sk ? 1 : 0, split, p.grid, p.cost_us,
+                        p.wave_fill);
+          }
+        }
+      }
+      const Plan p = choose_plan(m, n, k, gpu, 2);
+      std::printf("chosen %d/%d", scored_config(p.config), p.stream_k() ? 1 : 0);
+      if (p.sched.k_split > 1) std::printf("/%d", p.sched.k_split);
+      std::printf("\n");
       continue;
     }
     const Plan p = choose_plan(m, n, k, gpu, 2);
