@@ -107,7 +107,7 @@ def test_opcheck_quantize(kernel, device, scale_dtype):
 def test_opcheck_grouped_gemm(kernel, device, routing):
     fp8 = fp8_dtypes_for(device)[0]
     b, b_scale = make_moe_weights(4, 192, 300, device=device, fp8_dtype=fp8, seed=1)
-    a, a_scale, _, _ = make_inputs(20, 192, 300, device=device, fp8_dtype=fp8, seed=2)
+    a, _, a_scale, _ = make_inputs(20, 192, 300, device=device, fp8_dtype=fp8, seed=2)
     ends = torch.tensor([3, 3, 12, 18], dtype=torch.int32, device=device)
     ids = torch.tensor([0, 1, 2, 3, 7] * 4, dtype=torch.int64, device=device)
     args = (ends, None) if routing == "group_ends" else (None, ids)
