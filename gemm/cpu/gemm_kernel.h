@@ -5,6 +5,8 @@
 //   partial[m, n] = sum_k decode(A[m, k]) * decode(B[n, k])       (fp32, k ascending)
 //   acc[m, n]     = acc[m, n] + partial[m, n] * (As[m, kb] * Bs[n / 128, kb])    (fp32)
 // then acc is rounded once to the output format (bf16/fp16: round to nearest even, NaN kept).
+// As and Bs are read as they are stored (fp32, or UE8M0 bytes decoded to the same fp32 value), so
+// UE8M0 and fp32 powers of two give identical results.
 // The AVX-512 and AVX2 paths fuse each multiply-add (FMA); SSE2 and the portable path (other
 // architectures) may round twice.
 //
