@@ -61,7 +61,7 @@ def gemm(
     the call is asynchronous on the current stream and never synchronizes.
     """
     if a.dim() < 1:
-        raise ValueError(f"gemm: a must have shape [..., K], got a 0-D tensor")
+        raise ValueError("gemm: a must have shape [..., K], got a 0-D tensor")
     if b.dim() != 2:
         raise ValueError(f"gemm: b must be a 2-D tensor [N, K], got shape {tuple(b.shape)}")
     batch = a.shape[:-1]
