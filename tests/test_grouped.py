@@ -215,3 +215,91 @@ def test_grouped_dtypes_and_empty(kernel, device, act_dtype):
     empty = x[:0]
     assert kernel.matmul_grouped(empty, b, b_scale, torch.zeros(2, dtype=torch.int32, device=device), None, BLOCK).shape == (0, 192)
     assert kernel.matmul_batched(empty, b, b_scale, torch.zeros(0, dtype=torch.int64, device=device), BLOCK).shape == (0, 192)
+
+
+def _needs_gpu(device):
+    if device != "cuda":
+        pytest.skip("host synchronization and graph capture: needs a CUDA or ROCm device")
+
+
+def test_no_host_synchronization(kernel, device):
+    _needs_gpu(device)
+    fp8 = fp8_dtypes_for(device)[0]
+    b, b_scale = make_moe_weights(8, 256, 512, device=device, fp8_dtype=fp8, seed=20)
+    x = _activation(40, 512, device, seed=21)
+    counts = torch.tensor([5, 0, 7, 3, 9, 1, 10, 2], device=device)
+    offsets = counts.cumsum(0).int()
+    ids = torch.repeat_interleave(torch.arange(8, device=device), counts)
+    masked = torch.tensor([3, 0, 5, 5, 1, 0, 2, 4], dtype=torch.int32, device=device)
+    a, a_scale = kernel.quantize_activation(x.view(8, 5, 512).reshape(40, 512))
+    static = torch.tensor(0.02, device=device)
+
+    def calls():
+        yield kernel.matmul_2d(x, b[0], b_scale[0], [128, 128])
+        yield kernel.matmul_2d(x, b[0], b_scale[0].to(torch.float8_e8m0fnu), [128, 128], activation_scale=static)
+        yield kernel.matmul_grouped(x, b, b_scale, offsets, None, [128, 128])
+        yield kernel.matmul_grouped(x, b, b_scale, None, counts.float(), [128, 128])
+        yield kernel.matmul_batched(x, b, b_scale, ids, [128, 128])
+        yield kernel.grouped_gemm(a.view(8, 5, 512), b, a_scale.view(8, 5, 4), b_scale, masked_m=masked)
+
+    warm = [t.clone() for t in calls()]  # lazy initialization may synchronize once
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        again = list(calls())
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    for first, second in zip(warm[:5], again[:5]):
+        assert torch.equal(first, second)
+
+
+@pytest.mark.parametrize("entry", ["matmul_grouped", "matmul_batched", "masked"])
+def test_graph_replay_with_new_routing(kernel, device, entry):
+    _needs_gpu(device)
+    fp8 = fp8_dtypes_for(device)[0]
+    num_experts, m, k, n = 8, 48, 512, 256
+    b, b_scale = make_moe_weights(num_experts, n, k, device=device, fp8_dtype=fp8, seed=22)
+    x = _activation(m, k, device, seed=23)
+    routing = torch.zeros(num_experts if entry != "matmul_batched" else m, dtype=torch.int32 if entry != "matmul_batched" else torch.int64, device=device)
+
+    def run():
+        if entry == "matmul_grouped":
+            return kernel.matmul_grouped(x, b, b_scale, routing, None, [128, 128])
+        if entry == "matmul_batched":
+            return kernel.matmul_batched(x, b, b_scale, routing, [128, 128])
+        a, a_scale = kernel.quantize_activation(x)
+        return kernel.grouped_gemm(a.view(num_experts, m // num_experts, k), b, a_scale.view(num_experts, m // num_experts, -1), b_scale, masked_m=routing)
+
+    def route(seed):
+        gen = torch.Generator().manual_seed(seed)
+        if entry == "matmul_grouped":
+            counts = torch.bincount(torch.randint(0, num_experts, (m - 5,), generator=gen), minlength=num_experts)
+            routing.copy_(counts.cumsum(0).int())
+            return [e for e, c in enumerate(counts.tolist()) for _ in range(c)] + [num_experts] * 5
+        if entry == "matmul_batched":
+            ids = torch.randint(0, num_experts + 2, (m,), generator=gen)  # some sentinels
+            routing.copy_(ids)
+            return ids.tolist()
+        valid = torch.randint(0, m // num_experts + 1, (num_experts,), generator=gen)
+        routing.copy_(valid.int())
+        per = m // num_experts
+        return [e if r < valid[e] else num_experts for e in range(num_experts) for r in range(per)]
+
+    route(0)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        run()  # warm-up outside the graph
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = run()
+    for seed in (1, 2, 3):
+        row_expert = route(seed)
+        graph.replay()
+        torch.cuda.synchronize()
+        q, s = reference_quantize_activation(x, fp8)
+        ref = reference_grouped(q, b, s, b_scale, row_expert)
+        got = out.view(m, n)
+        routed = [r for r in range(m) if row_expert[r] < num_experts]
+        _assert_rows(got, ref, routed)
