@@ -180,6 +180,18 @@ def test_quantize_activation_matches_reference_bitwise(kernel, device, act_dtype
 
 
 @pytest.mark.kernels_ci
+@pytest.mark.parametrize("pow2", [False, True])
+def test_quantize_activation_torch_path_matches_reference_bitwise(kernel, pow2):
+    # What quantize_activation runs where the build's op does not (CPU tensors with a GPU build,
+    # e4m3fnuz on CUDA): the same numerics, bit for bit.
+    x = _activation((37, 7168), torch.bfloat16, "cpu", seed=10, magnitude=3.0)
+    for fp8 in (torch.float8_e4m3fn, torch.float8_e4m3fnuz):
+        q, s = kernel._quant._quantize_activation_torch(x, 128, fp8, False, torch.float32, pow2)
+        q_ref, s_ref = reference_quantize_activation(x, fp8, pow2_scale=pow2)
+        assert torch.equal(s, s_ref) and torch.equal(q.view(torch.uint8), q_ref.view(torch.uint8))
+
+
+@pytest.mark.kernels_ci
 @pytest.mark.parametrize("column_major", [False, True])
 def test_quantize_activation_ue8m0_scales(kernel, device, column_major):
     x = _activation((33, 300), torch.bfloat16, device, seed=8)

@@ -15,6 +15,18 @@ from ._ops import add_op_namespace_prefix, ops
 
 # What the `quantize` op reads; float64 is narrowed to float32 first (the old torch path's numerics).
 OP_INPUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+# A GPU build (CUDA or ROCm, both on the CUDA key) refuses CPU tensors, a CPU build GPU tensors.
+GPU_BUILD = torch._C._dispatch_has_kernel_for_dispatch_key(add_op_namespace_prefix("quantize"), "CUDA")
+
+
+def _op_serves(device: torch.device, dtype: torch.dtype) -> bool:
+    """Whether this build's `quantize` op runs on `device` in `dtype`; elsewhere quantize_activation
+    stays the device-agnostic torch helper it always was (e.g. CPU tensors with a GPU build)."""
+    if device.type == "cpu":
+        return not GPU_BUILD
+    if device.type == "cuda":
+        return GPU_BUILD and (dtype != torch.float8_e4m3fnuz or torch.version.hip is not None)
+    return True  # meta and fake tensors: the op's fake implementation
 
 
 def _check_float(name: str, t: torch.Tensor) -> None:
@@ -105,7 +117,7 @@ def quantize_activation(
     pow2_scale = pow2_scale or scale_dtype == torch.float8_e8m0fnu
     if x.dim() < 1:
         raise ValueError("quantize_activation: x must have shape [..., K], got a 0-D tensor")
-    if block != SCALE_BLOCK_K:
+    if block != SCALE_BLOCK_K or not _op_serves(x.device, dtype):
         # The op's group is the GEMM's 128; other groups (for other consumers) are served in torch.
         return _quantize_activation_torch(x, block, dtype, column_major_scales, scale_dtype, pow2_scale)
     lead, k = x.shape[:-1], x.shape[-1]
