@@ -1,21 +1,26 @@
 // ROCm gfx942 implementation of gemm::gemm_launch: pick a config (rocm_planner.h), stage operands the
 // kernel cannot read directly into workspace, launch the GEMM (and the split-K reduce) on `stream`.
-// Never synchronizes, allocates only through Workspace, returns errors as strings.
+// Grouped calls (num_groups > 0) run the grouped instance of the same kernel, after a device-side sort
+// of the rows when groups come as row ids. Never synchronizes, allocates only through Workspace,
+// returns errors as strings.
 #include <hip/hip_runtime.h>
 
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "gemm_contract.h"
 #include "rocm_gemm_kernel.h"
+#include "rocm_group_sort_kernel.h"
 #include "rocm_planner.h"
 #include "rocm_quantize_kernel.h"
 #include "rocm_reduce_kernel.h"
 #include "rocm_scale_kernel.h"
+#include "rocm_scatter_kernel.h"
 #include "rocm_transpose_kernel.h"
 
 namespace gemm::rocm {
@@ -23,6 +28,7 @@ namespace gemm::rocm {
 constexpr int64_t kWorkspaceAlign = 256;  // each workspace region starts on its own 256-byte line
 constexpr int64_t kMaxGridX = 0x7FFFFFFF;
 constexpr int64_t kMaxGridZ = 65535;
+constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();  // grouped row indices and group ids are int32
 constexpr int kReduceBlocksPerCu = 8;     // enough resident blocks to stream the partials at full rate
 constexpr float kFnScaleFactor = 2.0f;    // an e4m3fn byte read as e4m3fnuz is worth half
 
@@ -71,10 +77,11 @@ OperandView view_of(const Operand& op, Fp8Format format) {
 
 int64_t align_up(int64_t bytes) { return ceil_div(bytes, kWorkspaceAlign) * kWorkspaceAlign; }
 
-std::string stage_operand(Operand& op, uint8_t* dst, int64_t k, hipStream_t stream) {
-  const bool rows_contiguous = op.stride_row == 1 && aligned(op.data, op.stride_k);
+// src_rows: row r of the copy is row src_rows[r] of the operand (a grouped call's sorted rows).
+std::string stage_operand(Operand& op, uint8_t* dst, int64_t k, hipStream_t stream, const int32_t* src_rows = nullptr) {
+  const bool rows_contiguous = src_rows == nullptr && op.stride_row == 1 && aligned(op.data, op.stride_k);
   const TransposeParams params{op.data, op.stride_row, op.stride_k, dst, op.staged_ld,
-                               op.rows, k, ceil_div(k, kTransposeTile), rows_contiguous};
+                               op.rows, k, ceil_div(k, kTransposeTile), rows_contiguous, src_rows};
   const int64_t blocks = ceil_div(op.rows, kTransposeTile) * params.tiles_k;
   if (blocks > kMaxGridX) return "ROCm: operand too large to stage: " + std::to_string(blocks) + " tiles";
   hipLaunchKernelGGL(stage_k_major_kernel, dim3(static_cast<uint32_t>(blocks)), dim3(kTransposeThreads), 0, stream,
@@ -85,28 +92,187 @@ std::string stage_operand(Operand& op, uint8_t* dst, int64_t k, hipStream_t stre
   return check_launch("stage_k_major_kernel launch");
 }
 
-template <int kTileIndex, ScaleFormat kBScale>
-void launch_gemm(const KernelParams& params, dim3 grid, hipStream_t stream) {
-  hipLaunchKernelGGL((gemm_fp8_kernel<kTileIndex, kBScale>), grid, dim3(kTiles[kTileIndex].threads()), 0, stream,
-                     params);
+template <bool kGrouped, int kTileIndex, ScaleFormat kBScale>
+void launch_gemm(const ParamsFor<kGrouped>& params, dim3 grid, hipStream_t stream) {
+  hipLaunchKernelGGL((gemm_fp8_kernel<kTileIndex, kBScale, kGrouped>), grid, dim3(kTiles[kTileIndex].threads()), 0,
+                     stream, params);
 }
 
-using GemmLauncher = void (*)(const KernelParams&, dim3, hipStream_t);
+template <bool kGrouped>
+using GemmLauncher = void (*)(const ParamsFor<kGrouped>&, dim3, hipStream_t);
 constexpr int kNumScaleFormats = 2;  // ScaleFormat::kF32, kUE8M0: the B scales' format
 
-template <size_t... I>
-constexpr std::array<std::array<GemmLauncher, kNumScaleFormats>, sizeof...(I)> make_launchers(
+template <bool kGrouped, size_t... I>
+constexpr std::array<std::array<GemmLauncher<kGrouped>, kNumScaleFormats>, sizeof...(I)> make_launchers(
     std::index_sequence<I...>) {
-  return {{{&launch_gemm<static_cast<int>(I), ScaleFormat::kF32>,
-            &launch_gemm<static_cast<int>(I), ScaleFormat::kUE8M0>}...}};
+  return {{{&launch_gemm<kGrouped, static_cast<int>(I), ScaleFormat::kF32>,
+            &launch_gemm<kGrouped, static_cast<int>(I), ScaleFormat::kUE8M0>}...}};
 }
-constexpr auto kLaunchers = make_launchers(std::make_index_sequence<kNumTiles>());
+// [grouped][tile][B scale format]
+template <bool kGrouped>
+constexpr auto kLaunchers = make_launchers<kGrouped>(std::make_index_sequence<kNumTiles>());
 
 bool is_fp8_format(Fp8Format f) { return f == Fp8Format::kE4M3FN || f == Fp8Format::kE4M3FNUZ; }
 bool is_scale_format(ScaleFormat f) { return f == ScaleFormat::kF32 || f == ScaleFormat::kUE8M0; }
 bool is_in_format(InFormat f) { return f == InFormat::kBF16 || f == InFormat::kFP16 || f == InFormat::kFP32; }
 bool is_out_format(OutFormat f) {
   return f == OutFormat::kBF16 || f == OutFormat::kFP16 || f == OutFormat::kFP32;
+}
+
+// A scales as the kernel reads them: fp32 through strides.
+struct AScales {
+  const float* data;
+  int64_t stride_m, stride_k;
+};
+
+int64_t a_scale_ld(int64_t m) { return ceil_div(m, kScalesPerLoad) * kScalesPerLoad; }
+
+// A scales (fp32 or UE8M0, rows optionally gathered through src_rows) -> fp32 [k_blocks][a_scale_ld(m)] at dst.
+std::string expand_a_scales(const GemmArgs& args, float* dst, const int32_t* src_rows, hipStream_t stream, AScales& out) {
+  const int64_t k_blocks = ceil_div(args.k, kBlockK), ld = a_scale_ld(args.m);
+  const ScaleExpandParams expand{args.a_scale, args.a_scale_stride_m, args.a_scale_stride_k,
+                                 args.a_scale_format == ScaleFormat::kUE8M0, src_rows, dst, ld, args.m, k_blocks};
+  const int64_t blocks = std::min<int64_t>(ceil_div(args.m * k_blocks, kScaleExpandThreads), kMaxGridX);
+  hipLaunchKernelGGL(expand_a_scales_kernel, dim3(static_cast<uint32_t>(blocks)), dim3(kScaleExpandThreads), 0, stream,
+                     expand);
+  out = {dst, 1, ld};
+  return check_launch("expand_a_scales_kernel launch");
+}
+
+// The kernel parameters every launch shares (split-K and output fields are the caller's).
+KernelParams gemm_params(const GemmArgs& args, const Operand& a, const Operand& b, const AScales& a_scale,
+                         const TileShape& tile, const RocmConfig& config, int64_t tiles_m) {
+  const bool fn_a = args.a_format == Fp8Format::kE4M3FN, fn_b = args.b_format == Fp8Format::kE4M3FN;
+  KernelParams params{};
+  params.a = view_of(a, args.a_format);
+  params.b = view_of(b, args.b_format);
+  params.a_scale = a_scale.data;
+  params.a_scale_stride_m = a_scale.stride_m;
+  params.a_scale_stride_k = a_scale.stride_k;
+  params.a_scale_vector = a_scale.stride_m == 1 && aligned(a_scale.data, a_scale.stride_k * int64_t{sizeof(float)});
+  params.b_scale = args.b_scale;
+  params.b_scale_stride_n = args.b_scale_stride_n;
+  params.b_scale_stride_k = args.b_scale_stride_k;
+  params.m = args.m;
+  params.n = args.n;
+  params.k = args.k;
+  params.tiles_m = static_cast<int32_t>(tiles_m);
+  params.tiles_n = static_cast<int32_t>(ceil_div(args.n, tile.block_n));
+  params.group_m = config.group_m;
+  params.scale_factor = (fn_a ? kFnScaleFactor : 1.0f) * (fn_b ? kFnScaleFactor : 1.0f);
+  params.out_format = args.c_format;
+  return params;
+}
+
+int64_t out_bytes(OutFormat format) { return format == OutFormat::kFP32 ? 4 : 2; }
+
+// Grouped GEMM (num_groups > 0): the rows of each group times its own B, unsplit (docs/rocm.md).
+// group_ends: the grouped kernel on A as it is. row_group: a counting sort of the rows by group
+// (rocm_group_sort_kernel.h), A rows and scales gathered into sorted order, the grouped kernel into a
+// sorted C in workspace, the non-sentinel rows copied back to C (rocm_scatter_kernel.h).
+std::string launch_grouped(const GemmArgs& args, const RocmConfig& config, const Workspace& workspace,
+                           hipStream_t stream) {
+  const std::string where = "ROCm grouped: ";
+  if (args.num_groups < 1 || args.num_groups >= kMaxInt32)  // the sort's bins (groups + 1) are int32
+    return where + "num_groups must be in [1, 2^31 - 1), got " + std::to_string(args.num_groups);
+  if ((args.group_ends == nullptr) == (args.row_group == nullptr))
+    return where + "exactly one of group_ends and row_group must be set, got " +
+           (args.group_ends == nullptr ? "neither" : "both");
+  if (config.split_k != 1)
+    return where + "grouped GEMMs run unsplit: config.split_k must be 1, got " + std::to_string(config.split_k);
+  if (args.m > kMaxInt32) return where + "m must be < 2^31 (int32 row indices), got " + std::to_string(args.m);
+
+  const TileShape& tile = kTiles[config.tile];
+  const bool by_row_id = args.row_group != nullptr;
+  const int64_t groups = args.num_groups, k_blocks = ceil_div(args.k, kBlockK);
+  const int64_t tiles_m = grouped_row_tiles(args.m, groups, tile.block_m), tiles_n = ceil_div(args.n, tile.block_n);
+  if (tiles_m * tiles_n > kMaxGridX)
+    return where + "too many output tiles for one grid: " + std::to_string(tiles_m * tiles_n);
+
+  Operand a = plan_operand(args.a, args.a_stride_m, args.a_stride_k, args.m, args.k);
+  a.needs_staging = a.needs_staging || by_row_id;  // rows by id: gathered into sorted order
+  Operand b = plan_operand(args.b, args.b_stride_n, args.b_stride_k, args.n, args.k);
+  b.needs_staging = b.needs_staging || args.b_stride_group % kChunkBytes != 0;  // every group's B 16-byte aligned
+  const bool expand_scales = by_row_id || args.a_scale_format == ScaleFormat::kUE8M0;
+  const int64_t chunks = ceil_div(args.m, kSortChunk);
+
+  // One workspace request: [sort: counts, bin starts, group ends, perm][A][B][fp32 A scales][sorted C].
+  const int64_t counts_bytes = by_row_id ? align_up(chunks * (groups + 1) * 4) : 0;
+  const int64_t starts_bytes = by_row_id ? align_up((groups + 1) * 4) : 0;
+  const int64_t ends_bytes = by_row_id ? align_up(groups * 4) : 0;
+  const int64_t perm_bytes = by_row_id ? align_up(args.m * 4) : 0;
+  const int64_t a_bytes = a.needs_staging ? align_up(args.m * a.staged_ld) : 0;
+  const int64_t b_bytes = b.needs_staging ? align_up(groups * args.n * b.staged_ld) : 0;
+  const int64_t a_scale_bytes = expand_scales ? align_up(k_blocks * a_scale_ld(args.m) * int64_t{sizeof(float)}) : 0;
+  const int64_t c_bytes = by_row_id ? align_up(args.m * args.n * out_bytes(args.c_format)) : 0;
+  const int64_t total = counts_bytes + starts_bytes + ends_bytes + perm_bytes + a_bytes + b_bytes + a_scale_bytes + c_bytes;
+  uint8_t* scratch = nullptr;
+  if (total > 0) {
+    if (workspace.allocate == nullptr) return where + "workspace.allocate is null but " + std::to_string(total) + " bytes are needed";
+    scratch = static_cast<uint8_t*>(workspace.get(static_cast<size_t>(total)));
+    if (scratch == nullptr) return where + "workspace allocation of " + std::to_string(total) + " bytes failed";
+  }
+  uint8_t* next = scratch;
+  auto region = [&next](int64_t bytes) {
+    uint8_t* start = next;
+    next += bytes;
+    return start;
+  };
+  GroupSortParams sort{args.row_group, args.m, static_cast<int32_t>(groups), static_cast<int32_t>(chunks),
+                       reinterpret_cast<int32_t*>(region(counts_bytes)), reinterpret_cast<int32_t*>(region(starts_bytes)),
+                       reinterpret_cast<int32_t*>(region(ends_bytes)), reinterpret_cast<int32_t*>(region(perm_bytes))};
+  uint8_t* a_staged = region(a_bytes);
+  uint8_t* b_staged = region(b_bytes);
+  float* a_scale_expanded = reinterpret_cast<float*>(region(a_scale_bytes));
+  uint8_t* c_sorted = region(c_bytes);
+  const int32_t* sorted_rows = by_row_id ? sort.perm : nullptr;
+
+  if (by_row_id) {
+    hipLaunchKernelGGL(group_rows_kernel, dim3(static_cast<uint32_t>(chunks)), dim3(kSortThreads), 0, stream, sort, 0);
+    if (std::string err = check_launch("group_rows_kernel (count) launch"); !err.empty()) return err;
+    hipLaunchKernelGGL(group_offsets_kernel, dim3(1), dim3(kSortThreads), 0, stream, sort);
+    if (std::string err = check_launch("group_offsets_kernel launch"); !err.empty()) return err;
+    hipLaunchKernelGGL(group_rows_kernel, dim3(static_cast<uint32_t>(chunks)), dim3(kSortThreads), 0, stream, sort, 1);
+    if (std::string err = check_launch("group_rows_kernel (scatter) launch"); !err.empty()) return err;
+  }
+  if (a.needs_staging)
+    if (std::string err = stage_operand(a, a_staged, args.k, stream, sorted_rows); !err.empty()) return err;
+  int64_t b_stride_group = args.b_stride_group;
+  if (b.needs_staging) {
+    const int64_t staged_group = args.n * b.staged_ld;
+    for (int64_t g = 0; g < groups; ++g) {
+      Operand group_b = b;
+      group_b.data += g * args.b_stride_group;
+      if (std::string err = stage_operand(group_b, b_staged + g * staged_group, args.k, stream); !err.empty()) return err;
+    }
+    b = {b_staged, b.staged_ld, 1, args.n, false, b.staged_ld};
+    b_stride_group = staged_group;
+  }
+  AScales a_scale{static_cast<const float*>(args.a_scale), args.a_scale_stride_m, args.a_scale_stride_k};
+  if (expand_scales)
+    if (std::string err = expand_a_scales(args, a_scale_expanded, sorted_rows, stream, a_scale); !err.empty()) return err;
+
+  GroupedKernelParams params{};
+  static_cast<KernelParams&>(params) = gemm_params(args, a, b, a_scale, tile, config, tiles_m);
+  params.out = by_row_id ? static_cast<void*>(c_sorted) : args.c;
+  params.out_stride_m = by_row_id ? args.n : args.c_stride_m;
+  params.split_stride = 0;
+  params.k_blocks_per_split = static_cast<int32_t>(k_blocks);
+  params.group_ends = by_row_id ? sort.group_ends : args.group_ends;
+  params.num_groups = static_cast<int32_t>(groups);
+  params.b_stride_group = b_stride_group;
+  params.b_scale_stride_group = args.b_scale_stride_group;
+  kLaunchers<true>[config.tile][static_cast<int>(args.b_scale_format)](
+      params, dim3(static_cast<uint32_t>(tiles_m * tiles_n)), stream);
+  if (std::string err = check_launch("gemm_fp8_kernel (grouped) launch"); !err.empty()) return err;
+  if (!by_row_id) return {};
+
+  const ScatterParams scatter{c_sorted, static_cast<uint8_t*>(args.c), args.c_stride_m, sort.perm,
+                              sort.group_ends + (groups - 1), args.m, args.n,
+                              static_cast<int32_t>(out_bytes(args.c_format))};
+  const int64_t blocks = std::min<int64_t>(ceil_div(args.m * args.n, kScatterThreads), kMaxGridX);
+  hipLaunchKernelGGL(scatter_rows_kernel, dim3(static_cast<uint32_t>(blocks)), dim3(kScatterThreads), 0, stream, scatter);
+  return check_launch("scatter_rows_kernel launch");
 }
 
 }  // namespace
@@ -134,6 +300,7 @@ std::string launch_with_config(const GemmArgs& args, const RocmConfig& config, c
     return where + "a_scale_format/b_scale_format must be fp32 (0) or ue8m0 (1), got " +
            std::to_string(static_cast<int>(args.a_scale_format)) + "/" +
            std::to_string(static_cast<int>(args.b_scale_format));
+  if (args.num_groups != 0) return launch_grouped(args, config, workspace, stream);
 
   const TileShape& tile = kTiles[config.tile];
   const int64_t k_blocks = ceil_div(args.k, kBlockK);
@@ -152,9 +319,8 @@ std::string launch_with_config(const GemmArgs& args, const RocmConfig& config, c
   const int64_t a_bytes = a.needs_staging ? align_up(args.m * a.staged_ld) : 0;
   const int64_t b_bytes = b.needs_staging ? align_up(args.n * b.staged_ld) : 0;
   const int64_t partial_bytes = splits > 1 ? align_up(splits * args.m * args.n * int64_t{sizeof(float)}) : 0;
-  const bool expand_a_scales = args.a_scale_format == ScaleFormat::kUE8M0;
-  const int64_t a_scale_ld = ceil_div(args.m, kScalesPerLoad) * kScalesPerLoad;
-  const int64_t a_scale_bytes = expand_a_scales ? align_up(k_blocks * a_scale_ld * int64_t{sizeof(float)}) : 0;
+  const bool expand_scales = args.a_scale_format == ScaleFormat::kUE8M0;
+  const int64_t a_scale_bytes = expand_scales ? align_up(k_blocks * a_scale_ld(args.m) * int64_t{sizeof(float)}) : 0;
   const int64_t total = a_bytes + b_bytes + partial_bytes + a_scale_bytes;
   uint8_t* scratch = nullptr;
   if (total > 0) {
@@ -167,45 +333,21 @@ std::string launch_with_config(const GemmArgs& args, const RocmConfig& config, c
   if (b.needs_staging)
     if (std::string err = stage_operand(b, scratch + a_bytes, args.k, stream); !err.empty()) return err;
   float* partials = splits > 1 ? reinterpret_cast<float*>(scratch + a_bytes + b_bytes) : nullptr;
-  const float* a_scale = static_cast<const float*>(args.a_scale);
-  int64_t a_scale_stride_m = args.a_scale_stride_m, a_scale_stride_k = args.a_scale_stride_k;
-  if (expand_a_scales) {
+  AScales a_scale{static_cast<const float*>(args.a_scale), args.a_scale_stride_m, args.a_scale_stride_k};
+  if (expand_scales) {
     float* expanded = reinterpret_cast<float*>(scratch + a_bytes + b_bytes + partial_bytes);
-    const ScaleExpandParams expand{static_cast<const uint8_t*>(args.a_scale), args.a_scale_stride_m,
-                                   args.a_scale_stride_k, expanded, a_scale_ld, args.m, k_blocks};
-    const int64_t blocks = std::min<int64_t>(ceil_div(args.m * k_blocks, kScaleExpandThreads), kMaxGridX);
-    hipLaunchKernelGGL(expand_ue8m0_scales_kernel, dim3(static_cast<uint32_t>(blocks)), dim3(kScaleExpandThreads), 0,
-                       stream, expand);
-    if (std::string err = check_launch("expand_ue8m0_scales_kernel launch"); !err.empty()) return err;
-    a_scale = expanded, a_scale_stride_m = 1, a_scale_stride_k = a_scale_ld;
+    if (std::string err = expand_a_scales(args, expanded, nullptr, stream, a_scale); !err.empty()) return err;
   }
 
-  const bool fn_a = args.a_format == Fp8Format::kE4M3FN, fn_b = args.b_format == Fp8Format::kE4M3FN;
-  KernelParams params{};
-  params.a = view_of(a, args.a_format);
-  params.b = view_of(b, args.b_format);
-  params.a_scale = a_scale;
-  params.a_scale_stride_m = a_scale_stride_m;
-  params.a_scale_stride_k = a_scale_stride_k;
-  params.a_scale_vector = a_scale_stride_m == 1 && aligned(a_scale, a_scale_stride_k * int64_t{sizeof(float)});
-  params.b_scale = args.b_scale;
-  params.b_scale_stride_n = args.b_scale_stride_n;
-  params.b_scale_stride_k = args.b_scale_stride_k;
+  KernelParams params = gemm_params(args, a, b, a_scale, tile, config, tiles_m);
   params.out = splits > 1 ? static_cast<void*>(partials) : args.c;
   params.out_stride_m = splits > 1 ? args.n : args.c_stride_m;
   params.split_stride = splits > 1 ? args.m * args.n : 0;
-  params.m = args.m;
-  params.n = args.n;
-  params.k = args.k;
   params.k_blocks_per_split = static_cast<int32_t>(blocks_per_split);
-  params.tiles_m = static_cast<int32_t>(tiles_m);
-  params.tiles_n = static_cast<int32_t>(tiles_n);
-  params.group_m = config.group_m;
-  params.scale_factor = (fn_a ? kFnScaleFactor : 1.0f) * (fn_b ? kFnScaleFactor : 1.0f);
   params.out_format = splits > 1 ? OutFormat::kFP32 : args.c_format;
 
   const dim3 grid(static_cast<uint32_t>(tiles_m * tiles_n), 1, static_cast<uint32_t>(splits));
-  kLaunchers[config.tile][static_cast<int>(args.b_scale_format)](params, grid, stream);
+  kLaunchers<false>[config.tile][static_cast<int>(args.b_scale_format)](params, grid, stream);
   if (std::string err = check_launch("gemm_fp8_kernel launch"); !err.empty()) return err;
   if (splits == 1) return {};
 
@@ -224,13 +366,13 @@ std::string launch_with_config(const GemmArgs& args, const RocmConfig& config, c
 }  // namespace gemm::rocm
 
 std::string gemm::gemm_launch(const GemmArgs& args, const Workspace& workspace, void* stream) {
-  if (args.num_groups != 0) return "grouped GEMMs are not implemented by the ROCm backend";
   int device = 0, cu_count = 0;
   if (hipError_t err = hipGetDevice(&device); err != hipSuccess) return rocm::hip_error("hipGetDevice", err);
   if (hipError_t err = hipDeviceGetAttribute(&cu_count, hipDeviceAttributeMultiprocessorCount, device); err != hipSuccess)
     return rocm::hip_error("hipDeviceGetAttribute(MultiprocessorCount)", err);
-  return rocm::launch_with_config(args, rocm::select_config(args, cu_count), workspace,
-                                  static_cast<hipStream_t>(stream));
+  const rocm::RocmConfig config = args.num_groups != 0 ? rocm::select_grouped_config(args.m, args.num_groups)
+                                                       : rocm::select_config(args, cu_count);
+  return rocm::launch_with_config(args, config, workspace, static_cast<hipStream_t>(stream));
 }
 
 std::string gemm::quantize_launch(const QuantizeArgs& args, void* stream) {

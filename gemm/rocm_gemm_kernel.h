@@ -24,6 +24,7 @@
 #include <hip/hip_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "cdna3_mfma_layout.h"
 #include "gemm_contract.h"
@@ -69,6 +70,55 @@ struct KernelParams {
   float scale_factor;   // 2 per e4m3fn operand: the same byte is worth twice as much in fn as in fnuz
   OutFormat out_format;
 };
+
+// A grouped launch (MoE experts): A's rows come in contiguous segments, group g owning rows
+// [ends[g - 1], ends[g]) and multiplying them by its own B and B scales. tiles_m is the host's
+// upper bound grouped_row_tiles(); blocks find their group on the device (find_group_tile).
+struct GroupedKernelParams : KernelParams {
+  const int32_t* group_ends;     // [num_groups], inclusive ends of the row segments (device)
+  int32_t num_groups;
+  int64_t b_stride_group;        // bytes between two groups' B
+  int64_t b_scale_stride_group;  // scale elements between two groups' B scales
+};
+
+template <bool kGrouped>
+using ParamsFor = std::conditional_t<kGrouped, GroupedKernelParams, KernelParams>;
+
+// Row tiles of a grouped launch: group g's tiles are the BlockM-aligned tiles overlapping its rows,
+// numbered from s_g / BlockM + g (s_g its first row). That numbering never overlaps between groups
+// and stays below ceil(m / BlockM) + groups - 1, so the host sizes the grid without reading the ends.
+constexpr int64_t grouped_row_tiles(int64_t m, int64_t groups, int block_m) { return ceil_div(m, block_m) + groups - 1; }
+
+// First row of group g: the previous group's end, clamped into [0, m] (ends are documented
+// non-decreasing and <= m; the clamp keeps any other input inside the tensors).
+__device__ __forceinline__ int64_t group_begin(const int32_t* ends, int32_t g, int64_t m) {
+  const int64_t end = g == 0 ? 0 : ends[g - 1];
+  return end < 0 ? 0 : end > m ? m : end;
+}
+
+// The rows a grouped block may write ([row_begin, row_end): its group's rows) and its tile's first row.
+struct GroupTile {
+  int32_t group;
+  int64_t row_begin, row_end, m0;
+};
+
+// Row tile `tile_m` belongs to the last group whose first tile index s_g / BlockM + g is <= tile_m
+// (a binary search over the ends: ceil(log2 groups) uniform loads). The tile starts at row
+// (tile_m - g) * BlockM, a multiple of BlockM as in the dense kernel; it holds none of the group's
+// rows when the group is empty or the index lies in the gap after the group's last tile.
+template <int kBlockM>
+__device__ __forceinline__ GroupTile find_group_tile(const int32_t* ends, int32_t groups, int64_t m, int tile_m) {
+  int32_t lo = 0, hi = groups;  // invariant: group lo's first tile index <= tile_m
+  while (hi - lo > 1) {
+    const int32_t mid = lo + (hi - lo) / 2;
+    if (group_begin(ends, mid, m) / kBlockM + mid <= tile_m)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  const int64_t begin = group_begin(ends, lo, m), end = group_begin(ends, lo + 1, m);
+  return {lo, begin, end > begin ? end : begin, static_cast<int64_t>(tile_m - lo) * kBlockM};
+}
 
 // ---- MFMA selection -------------------------------------------------------------------------
 template <MfmaKind kKind>
@@ -293,9 +343,10 @@ constexpr bool accum_rows_in_fours() {
 
 // ---- The kernel -----------------------------------------------------------------------------
 // kBScale: how the B scales are stored (fp32, or UE8M0 bytes read as they are). A scales are fp32 (the
-// launcher expands UE8M0 A scales first: see rocm_scale_kernel.h).
-template <int kTileIndex, ScaleFormat kBScale>
-__global__ __launch_bounds__(kTiles[kTileIndex].threads()) void gemm_fp8_kernel(KernelParams p) {
+// launcher expands UE8M0 A scales first: see rocm_scale_kernel.h). kGrouped: the block's rows are
+// one group's segment, with that group's B (GroupedKernelParams); rows outside it are never written.
+template <int kTileIndex, ScaleFormat kBScale, bool kGrouped>
+__global__ __launch_bounds__(kTiles[kTileIndex].threads()) void gemm_fp8_kernel(ParamsFor<kGrouped> p) {
   constexpr TileShape kTile = kTiles[kTileIndex];
   using Op = MfmaOp<kTile.mfma>;
   using Layout = LaneMap<typename Op::Layout>;
@@ -323,8 +374,20 @@ __global__ __launch_bounds__(kTiles[kTileIndex].threads()) void gemm_fp8_kernel(
   const int wave_n = wave / kTile.warps_m;
 
   const TileCoord tile = swizzle_tile(static_cast<int>(blockIdx.x), p.tiles_m, p.tiles_n, p.group_m);
-  const int64_t m0 = static_cast<int64_t>(tile.m) * kTile.block_m;
+  int64_t m0 = static_cast<int64_t>(tile.m) * kTile.block_m;
   const int64_t n0 = static_cast<int64_t>(tile.n) * kTile.block_n;
+  // Rows this block reads up to and writes: [m_begin, m_end), all of A when dense.
+  int64_t m_begin = 0, m_end = p.m;
+  OperandView a_op = p.a, b_op = p.b;
+  const void* b_scale_base = p.b_scale;
+  if constexpr (kGrouped) {
+    const GroupTile group = find_group_tile<kTile.block_m>(p.group_ends, p.num_groups, p.m, tile.m);
+    if (group.row_begin >= group.row_end || group.m0 >= group.row_end) return;  // whole block: before any barrier
+    m0 = group.m0, m_begin = group.row_begin, m_end = group.row_end;
+    a_op.rows = m_end;  // A rows past the segment are never read
+    b_op.data += group.group * p.b_stride_group;
+    b_scale_base = static_cast<const typename ScaleElement<kBScale>::Stored*>(p.b_scale) + group.group * p.b_scale_stride_group;
+  }
   const int64_t k_blocks = ceil_div(p.k, kBlockK);
   const int64_t kb_begin = static_cast<int64_t>(blockIdx.z) * p.k_blocks_per_split;
   const int64_t kb_end = kb_begin + p.k_blocks_per_split < k_blocks ? kb_begin + p.k_blocks_per_split : k_blocks;
@@ -343,7 +406,7 @@ __global__ __launch_bounds__(kTiles[kTileIndex].threads()) void gemm_fp8_kernel(
   using BScale = ScaleElement<kBScale>;
   float a_scale_next[kSubM][Layout::kAccum];
   typename BScale::Raw b_scale_next = 0;
-  const auto* b_scale_row = static_cast<const typename BScale::Stored*>(p.b_scale) + (n0 / kScaleBlockN) * p.b_scale_stride_n;
+  const auto* b_scale_row = static_cast<const typename BScale::Stored*>(b_scale_base) + (n0 / kScaleBlockN) * p.b_scale_stride_n;
   // Scales first: any wait the compiler inserts for their registers (the two scale paths share them)
   // then precedes the operand loads instead of draining them before the MFMAs.
   auto load_stage = [&](int64_t kb) __attribute__((always_inline)) {
@@ -354,7 +417,7 @@ __global__ __launch_bounds__(kTiles[kTileIndex].threads()) void gemm_fp8_kernel(
 #pragma unroll
         for (int e = 0; e < Layout::kAccum; e += kScalesPerLoad) {
           const int64_t row = m0 + wave_m * kWaveM + i * Layout::kM + Layout::d_of(lane, e).row;
-          const f32x4 v = *reinterpret_cast<const f32x4*>(a_scale_col + (row < p.m ? row : (p.m - 1) / kScalesPerLoad * kScalesPerLoad));
+          const f32x4 v = *reinterpret_cast<const f32x4*>(a_scale_col + (row < m_end ? row : (m_end - 1) / kScalesPerLoad * kScalesPerLoad));
           for (int r = 0; r < kScalesPerLoad; ++r) a_scale_next[i][e + r] = v[r];
         }
     } else {
@@ -363,16 +426,16 @@ __global__ __launch_bounds__(kTiles[kTileIndex].threads()) void gemm_fp8_kernel(
 #pragma unroll
         for (int e = 0; e < Layout::kAccum; ++e) {
           const int64_t row = m0 + wave_m * kWaveM + i * Layout::kM + Layout::d_of(lane, e).row;
-          a_scale_next[i][e] = a_scale_col[(row < p.m ? row : p.m - 1) * p.a_scale_stride_m];
+          a_scale_next[i][e] = a_scale_col[(row < m_end ? row : m_end - 1) * p.a_scale_stride_m];
         }
     }
     b_scale_next = b_scale_row[kb * p.b_scale_stride_k];
-    stage_a.load(p.a, m0, kb * kBlockK, p.k, tid);
-    stage_b.load(p.b, n0, kb * kBlockK, p.k, tid);
+    stage_a.load(a_op, m0, kb * kBlockK, p.k, tid);
+    stage_b.load(b_op, n0, kb * kBlockK, p.k, tid);
   };
   auto store_stage = [&](int stage, int64_t kb) __attribute__((always_inline)) {
-    stage_a.store(lds_a[stage], p.a, kb * kBlockK, p.k, tid);
-    stage_b.store(lds_b[stage], p.b, kb * kBlockK, p.k, tid);
+    stage_a.store(lds_a[stage], a_op, kb * kBlockK, p.k, tid);
+    stage_b.store(lds_b[stage], b_op, kb * kBlockK, p.k, tid);
   };
 
   Accum acc[kSubM][kSubN];
@@ -427,7 +490,7 @@ __global__ __launch_bounds__(kTiles[kTileIndex].threads()) void gemm_fp8_kernel(
         const cdna3::MatPos d = Layout::d_of(lane, e);
         const int64_t row = m0 + wave_m * kWaveM + i * Layout::kM + d.row;
         const int64_t col = n0 + wave_n * kWaveN + j * Layout::kN + d.col;
-        if (row < p.m && col < p.n)
+        if (row < m_end && col < p.n && (!kGrouped || row >= m_begin))
           store_output(p.out, blockIdx.z * p.split_stride + row * p.out_stride_m + col, acc[i][j][e], p.out_format);
       }
 }

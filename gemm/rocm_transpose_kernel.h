@@ -25,6 +25,7 @@ struct TransposeParams {
   int64_t rows, k;
   int64_t tiles_k;               // tiles along K; the grid is 1-D over tiles_rows * tiles_k
   int32_t rows_contiguous;       // stride_row == 1, stride_k and src 16-byte aligned: vector reads
+  const int32_t* src_rows;       // row r of dst is row src_rows[r] of src (rows_contiguous == 0); null: row r
 };
 
 // Phase 1 reads 16 row-consecutive bytes at one k per thread (one vector load when the source is
@@ -46,8 +47,10 @@ __global__ __launch_bounds__(kTransposeThreads) void stage_k_major_kernel(Transp
       v = *reinterpret_cast<const u32x4*>(p.src + row + k * p.stride_k);
     } else {
       for (int byte = 0; byte < kChunkBytes; ++byte)
-        if (k < p.k && row + byte < p.rows)
-          v[byte / 4] |= uint32_t(p.src[(row + byte) * p.stride_row + k * p.stride_k]) << (8 * (byte % 4));
+        if (k < p.k && row + byte < p.rows) {
+          const int64_t src_row = p.src_rows != nullptr ? p.src_rows[row + byte] : row + byte;
+          v[byte / 4] |= uint32_t(p.src[src_row * p.stride_row + k * p.stride_k]) << (8 * (byte % 4));
+        }
     }
     *reinterpret_cast<u32x4*>(tile + kk * kTransposePitch + r) = v;
   }

@@ -35,6 +35,8 @@ GEMM_KERNEL = re.compile(r"gemm_fp8_kernelILi(\d+)E")
 # The B scale format of a GEMM instance (ScaleFormat: 0 fp32, 1 UE8M0).
 SCALE_FORMAT = re.compile(r"ScaleFormatE(\d)E")
 SCALE_NAMES = {"0": "f32", "1": "ue8m0"}
+# The grouped instances (kGrouped = true: MoE experts, one group's rows per block).
+GROUPED = re.compile(r"ScaleFormatE\dELb1E")
 
 # Prints one line per tile of kTiles: index lds_bytes waves_per_simd register_budget uses_16x16.
 DESIGN_PROGRAM = r"""
@@ -133,7 +135,8 @@ def short_name(mangled: str) -> str:
     if match:
         scale = SCALE_FORMAT.search(mangled)
         scales = f",{SCALE_NAMES[scale.group(1)]}" if scale else ""
-        return f"gemm_fp8_kernel<{match.group(1)}{scales}>"
+        grouped = ",grouped" if GROUPED.search(mangled) else ""
+        return f"gemm_fp8_kernel<{match.group(1)}{scales}{grouped}>"
     match = re.search(r"rocm\d+(\w+?_kernel)", mangled)
     return match.group(1) if match else mangled
 
@@ -160,7 +163,9 @@ def check_source(source: Path, tree: Path, tmp: Path, targets: dict, checks: Che
         for mnemonic in OPTIONAL_MFMA:
             checks.check(mnemonic in text, f"{rel}: assembly selects {mnemonic} (used by a 16x16 tile)")
 
-    print(f"  {'kernel':<36}{'VGPR':>6}{'AGPR':>6}{'SGPR':>6}{'scratch':>9}{'LDS':>8}{'waves/SIMD':>12}  {'design target'}")
+    checks.check(any(GROUPED.search(m) for m in kernels if GEMM_KERNEL.search(m)) or not gemm_tiles,
+                 f"{rel}: grouped GEMM instances compiled")
+    print(f"  {'kernel':<44}{'VGPR':>6}{'AGPR':>6}{'SGPR':>6}{'scratch':>9}{'LDS':>8}{'waves/SIMD':>12}  {'design target'}")
     for mangled, res in kernels.items():
         name = short_name(mangled)
         vgpr, agpr, sgpr = int(res["VGPRs"]), int(res["AGPRs"]), int(res["SGPRs"])
@@ -170,7 +175,7 @@ def check_source(source: Path, tree: Path, tmp: Path, targets: dict, checks: Che
         match = GEMM_KERNEL.search(mangled)
         target = targets[int(match.group(1))] if match else None
         goal = f"LDS {target['lds']}, {target['waves']} w/SIMD, <= {target['budget']} regs" if target else "-"
-        print(f"  {name:<36}{vgpr:>6}{agpr:>6}{sgpr:>6}{scratch:>9}{lds:>8}{occ:>12}  {goal}"
+        print(f"  {name:<44}{vgpr:>6}{agpr:>6}{sgpr:>6}{scratch:>9}{lds:>8}{occ:>12}  {goal}"
               + (f"  (SGPR spill {sspill} into VGPR lanes)" if sspill else ""))
         checks.check(scratch == 0 and vspill == 0, f"{rel}: {name} uses no scratch (scratch {scratch}, VGPR spill {vspill})")
         checks.check(lds <= LDS_LIMIT, f"{rel}: {name} LDS {lds} <= {LDS_LIMIT}")
