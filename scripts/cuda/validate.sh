@@ -4,8 +4,9 @@
 #   2. scripts/cuda/tune.py --check: every tile config x {whole tiles, stream-K, K split} on ragged
 #      shapes and layouts, against an fp32 reference;
 #   3. the GPU tests (no -x: every failure is listed; tests/cuda's launcher tests - UE8M0 scales bitwise
-#      against fp32 ones on every plan, the quantizer bitwise against the Python reference - use the shim
-#      of step 1 through GEMM_CUDA_SHIM), the error tests on their own, then the slow ones;
+#      against fp32 ones on every plan, the quantizer bitwise against the Python reference, the grouped
+#      GEMM - use the shim of step 1 through GEMM_CUDA_SHIM; then the ops and the public API, grouped
+#      included), the error tests on their own, then the slow ones;
 #   4. compute-sanitizer memcheck over scripts/cuda/sanitizer_cases.py.
 # Each step is time-boxed so that a hang costs minutes. Needs nvcc, compute-sanitizer, torch, kernels and
 # pytest. Usage: bash scripts/cuda/validate.sh [LOG_DIR]; prints one summary per step, keeps the full
@@ -43,7 +44,8 @@ summary build_package $? 300
 export GEMM_CUDA_SHIM="$LIB"
 step check 150 python3 scripts/cuda/tune.py "$LIB" --check
 step gpu_tests 360 python3 -m pytest -q -m "not slow" -p no:cacheprovider tests/cuda tests/test_gemm.py \
-  tests/test_quant.py tests/test_compile.py tests/test_reference.py
+  tests/test_quant.py tests/test_compile.py tests/test_reference.py tests/test_ops.py tests/test_matmul.py \
+  tests/test_grouped.py
 step error_tests 60 python3 -m pytest -q -p no:cacheprovider tests/test_errors.py
 step slow_tests 120 python3 -m pytest -q -m slow -p no:cacheprovider tests/cuda
 step sanitizer 120 bash scripts/cuda/run_sanitizer.sh "$LOG/sanitizer.txt"
