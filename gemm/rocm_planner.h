@@ -33,9 +33,9 @@ struct RocmConfig {
 };
 
 // Shapes whose choice is pinned rather than left to the estimate below: the 18 AMD-challenge shapes
-// and the DeepSeek-V3 suite. Chosen ON PAPER by `python3 benchmarks/rocm_model.py --suggest-table`
-// (its finer model: HBM efficiency, cache re-reads, launch and reduce costs), NOT measured on an
-// MI300X: replace these rows with measured winners when one is available. Matching is exact.
+// and the DeepSeek-V3 suite. Chosen ON PAPER by an earlier roofline model (HBM efficiency, cache
+// re-reads, launch and reduce costs), NOT measured on an MI300X: replace these rows with measured
+// winners when one is available. Matching is exact.
 struct TunedShape {
   int64_t m, n, k;
   RocmConfig config;
