@@ -213,8 +213,8 @@ def parse_args(argv):
     ap.add_argument("--shapes", nargs="+", metavar="SET|M,N,K[,T]",
                     help=f"named sets ({', '.join(SHAPE_SETS)}) or M,N,K triples (',T' = challenge layout); "
                          "default: the device's default sets")
-    ap.add_argument("--suite", choices=list(SUITES), action="append",
-                    help="the default sets of a suite (repeatable): gemm (FP8 GEMM), linear (bf16 input, "
+    ap.add_argument("--suite", choices=list(SUITES), nargs="+",
+                    help="the default sets of these suites: gemm (FP8 GEMM), linear (bf16 input, "
                          "quantization in the call), grouped (MoE experts, contiguous and masked); default: all")
     ap.add_argument("--peers", nargs="+", help="subset of peers (names or a comma list); default: all for the device")
     ap.add_argument("--warm", action="store_true", help="warm L2: no cache flush between iterations")

@@ -17,9 +17,9 @@ ZIPF_EXPONENT = 0.3
 # Routing is the same in every run and on every device (the data seed changes; the layout does not).
 ROUTING_SEED = 2025
 # DeepGEMM pads every contiguous segment to its BLOCK_M (get_m_alignment_for_contiguous_layout()) and
-# its masked kernel wants max_m a multiple of its BLOCK_M (at most 128); the masked layout here uses 128.
+# its masked kernel wants max_m a multiple of its BLOCK_M (64, 128 or 256): the masked layout here uses 256.
 DEEPGEMM_M_ALIGN = 128
-MASKED_M_ALIGN = 128
+MASKED_M_ALIGN = 256
 
 
 @functools.lru_cache(maxsize=None)
@@ -169,13 +169,14 @@ class OursDenseLoop(_GroupedPeer):
 
     def prepare(self, p, timer, check_fn):
         gemm = Ours.kernel().gemm
-        a_scale = _outer_major(p.a_scale)
         out = torch.empty(p.shape.m, p.shape.n, dtype=p.out_dtype, device=p.a.device)
-        segments = [(s, s + c, e) for e, (s, c) in enumerate(zip(p.starts, p.counts)) if c]
+        # Each expert's operands as the dense op takes them best (As M-major), made untimed.
+        calls = [(p.a[s:s + c], p.b[e], _outer_major(p.a_scale[s:s + c]), p.b_scale[e], out[s:s + c])
+                 for e, (s, c) in enumerate(zip(p.starts, p.counts)) if c]
 
         def call():
-            for lo, hi, e in segments:
-                gemm(p.a[lo:hi], p.b[e], a_scale[lo:hi], p.b_scale[e], out=out[lo:hi])
+            for a, b, a_scale, b_scale, rows in calls:
+                gemm(a, b, a_scale, b_scale, out=rows)
             return out
         return call, {}
 
@@ -224,7 +225,7 @@ class DeepGemmGrouped(_GroupedPeer):
         dev = p.a.device
         index = torch.tensor(valid, device=dev)
         a = torch.zeros(rows, p.shape.k, dtype=p.a.dtype, device=dev)
-        a[index] = p.a
+        a.view(torch.uint8)[index] = p.a.view(torch.uint8)  # no index_put for FP8: move the bytes
         a_scale = torch.ones(rows, p.a_scale.shape[1], device=dev)
         a_scale[index] = p.a_scale
         a_scale = dg.get_col_major_tma_aligned_tensor(a_scale)
