@@ -3,8 +3,9 @@ import math
 
 from . import bars
 
-CHECK_TEXT = ("before timing, each row's output is compared with the fp32 dequantized reference (its own fp32 "
-              "reference for the per-tensor peer): |out-ref| <= eps(out dtype)*max|ref| + 0.02*|ref| "
+CHECK_TEXT = ("before timing, each row's output is compared with the fp32 dequantized reference (linear rows: "
+              "of the reference-quantized activations; grouped rows: per expert, valid rows only; its own fp32 "
+              "reference for the per-tensor peer and for peers that do not quantize the activations): |out-ref| <= eps(out dtype)*max|ref| + 0.02*|ref| "
               "elementwise, and ||out-ref||/||ref|| < 1e-2; a failing row is WRONG and not timed")
 LAYOUT_TEXT = ("K-major sets: every peer gets A, B, scales in its preferred layout, converted untimed; "
                "challenge-layout ('T'): a, b, a_scale, b_scale are transposed views and each peer's own "
