@@ -127,11 +127,12 @@ def markdown(results) -> list:
         elif bar["deepgemm_unavailable"]:
             lines.append(f"- DeepGEMM UNAVAILABLE ({bar['deepgemm_unavailable']}): its bars are not measured")
         worst = bar["deepgemm_worst"]
-        lines.append(f"- geomean ours x DeepGEMM (call) {_f(bar['deepgemm_geomean'])} over {bar['deepgemm_rows']} "
-                     f"shapes (kernel {_f(bar['deepgemm_geomean_kernel'])}), bar >= {DEEPGEMM_GEOMEAN_BAR}; shapes "
-                     f"below {DEEPGEMM_FLOOR_BAR}x: {_f(bar['deepgemm_below'], '{}')}"
-                     + (f" (worst {worst[1]:.2f} at {worst[0]})" if worst else "")
-                     + f": {_verdict(bar['deepgemm_met'])}")
+        if DEEPGEMM in results["peers"]:
+            lines.append(f"- geomean ours x DeepGEMM (call) {_f(bar['deepgemm_geomean'])} over {bar['deepgemm_rows']} "
+                         f"shapes (kernel {_f(bar['deepgemm_geomean_kernel'])}), bar >= {DEEPGEMM_GEOMEAN_BAR}; "
+                         f"shapes below {DEEPGEMM_FLOOR_BAR}x: {_f(bar['deepgemm_below'], '{}')}"
+                         + (f" (worst {worst[1]:.2f} at {worst[0]})" if worst else "")
+                         + f": {_verdict(bar['deepgemm_met'])}")
         for d in bar["dense_loop"]:
             lines.append(f"- vs the dense loop at {d['shape']}: {_f(d['ratio'])}x (kernel {_f(d['ratio_kernel'])}x), "
                          f"bar >= {DENSE_LOOP_BAR}: {_verdict(d['ok'])}")
