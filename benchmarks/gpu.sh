@@ -5,7 +5,9 @@
 #   bash benchmarks/gpu.sh                     every suite, one process (and subfolder) per part in sequence:
 #                                              gemm/, linear/, grouped/, grouped-masked/, each within PART_TIMEOUT_S
 #   bash benchmarks/gpu.sh --suite linear      one process with these benchmarks.bench arguments, into $OUT itself
-# Needs .peers/dg1_bundle.tar.gz (or DEEPGEMM_BUNDLE=path).
+# Needs .peers/dg1_bundle.tar.gz (or DEEPGEMM_BUNDLE=path). RUN_BUDGET_S (seconds from the start, build
+# included) caps every part's time limit at what is left, so that a run under an outer time limit still
+# writes the rows it finished: e.g. RUN_BUDGET_S=570 under a 600 s limit.
 # A failed build is reported and the peers are still measured (our rows then say why they are missing).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -47,6 +49,13 @@ fi
 # to bench.err. A part stopped by its timeout (SIGTERM) still writes the rows it finished.
 bench() {
   local dir="$1" limit="$2"; shift 2
+  if [ -n "${RUN_BUDGET_S:-}" ] && [ $((RUN_BUDGET_S - SECONDS)) -lt "$limit" ]; then
+    limit=$((RUN_BUDGET_S - SECONDS))
+  fi
+  if [ "$limit" -le 0 ]; then
+    echo "benchmarks.bench $* SKIPPED: RUN_BUDGET_S=$RUN_BUDGET_S spent"
+    return 124
+  fi
   mkdir -p "$dir"
   timeout "$limit" python3 -m benchmarks.bench --quiet --out-dir "$dir" "$@" 2>"$dir/bench.err"
   local rc=$?
