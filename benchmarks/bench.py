@@ -20,7 +20,8 @@ import torch
 from . import report
 from .peers import REPO_ROOT, select_peers
 from .problem import check, make_problem
-from .shapes import DEFAULT_SETS, SHAPE_SETS, parse_shapes
+from .shapes import KIND_GEMM
+from .shapes import DEFAULT_SETS, SHAPE_SETS, SUITES, parse_shapes
 from .telemetry import GpuTelemetry
 from .timing import NOISY_CV, Timer, measure_ceilings
 
@@ -90,7 +91,7 @@ def run_row(peer, problem, timer, host_time=False) -> dict:
     try:
         call, info = peer.prepare(problem, timer, check)
         row.update(info)
-        result = check(call(), peer.reference(problem))
+        result = check(peer.checked(call(), problem), peer.reference(problem))
     except Exception as exc:
         row["error"] = _short(exc)
         return row
@@ -113,6 +114,35 @@ def run_row(peer, problem, timer, host_time=False) -> dict:
         if host_time:
             row["host_us"] = timer.host_time(call)
     return row
+
+
+def _runs(peer, shape) -> bool:
+    return peer.kind == shape.kind and peer.applies(shape)
+
+
+def shape_info(shape) -> dict:
+    """Grouped rows: the expert count, top-k and the routing's load statistics."""
+    if not hasattr(shape, "experts"):
+        return {}
+    from .grouped import route, routing_stats
+    return {"experts": shape.experts, "tokens": shape.tokens, "topk": shape.topk,
+            "routing": routing_stats(route(shape))}
+
+
+def peer_entries(peers, unavailable, kinds) -> dict:
+    """One entry per peer name over the kinds this run has rows of: labels joined, unavailable reasons kept."""
+    entries = {}
+    for p in (p for p in peers if p.kind in kinds):
+        entry = entries.setdefault(p.name, {"label": p.label, "block_scaled": p.block_scaled,
+                                            "conversion": p.conversion, "unavailable": None, "kinds": []})
+        if p.label not in entry["label"].split(" / "):
+            entry["label"] += f" / {p.label}"
+        entry["kinds"].append(p.kind)
+        reason = unavailable[id(p)]
+        if reason:
+            text = f"{p.kind}: {reason}"
+            entry["unavailable"] = f"{entry['unavailable']}; {text}" if entry["unavailable"] else text
+    return entries
 
 
 def environment(device: torch.device, kernel_info: dict) -> dict:
@@ -183,6 +213,9 @@ def parse_args(argv):
     ap.add_argument("--shapes", nargs="+", metavar="SET|M,N,K[,T]",
                     help=f"named sets ({', '.join(SHAPE_SETS)}) or M,N,K triples (',T' = challenge layout); "
                          "default: the device's default sets")
+    ap.add_argument("--suite", choices=list(SUITES), nargs="+",
+                    help="the default sets of these suites: gemm (FP8 GEMM), linear (bf16 input, "
+                         "quantization in the call), grouped (MoE experts, contiguous and masked); default: all")
     ap.add_argument("--peers", nargs="+", help="subset of peers (names or a comma list); default: all for the device")
     ap.add_argument("--warm", action="store_true", help="warm L2: no cache flush between iterations")
     ap.add_argument("--e2e", action="store_true", help="host clock around call + synchronize (launch overhead in)")
@@ -227,15 +260,20 @@ def main(argv=None, extra_peers=()):
     kind = "cpu" if device.type == "cpu" else "cuda"
     # The reference is an fp32 matmul: no TF32.
     torch.backends.cuda.matmul.allow_tf32 = False
-    sets = parse_shapes(args.shapes) if args.shapes else {name: SHAPE_SETS[name] for name in DEFAULT_SETS[kind]}
+    if args.shapes:
+        sets = parse_shapes(args.shapes)
+    else:
+        names = [n for suite in args.suite for n in SUITES[suite][kind]] if args.suite else DEFAULT_SETS[kind]
+        sets = {name: SHAPE_SETS[name] for name in names}
     peers = select_peers(backend, args.peers, extra_peers)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
     timer = Timer(device, args.iters or DEFAULT_ITERS[kind],
                   DEFAULT_WARMUP[kind] if args.warmup is None else args.warmup, cold=not args.warm, e2e=args.e2e)
     fp8 = _fp8_dtype(device)
 
-    unavailable = {p.name: p.unavailable(device) for p in peers}
-    active = [p for p in peers if unavailable[p.name] is None]
+    unavailable = {id(p): p.unavailable(device) for p in peers}
+    kinds = {s.kind for shapes in sets.values() for s in shapes}
+    active = [p for p in peers if unavailable[id(p)] is None]
     started = time.perf_counter()
     telemetry = GpuTelemetry(device)
     telemetry.start()
@@ -246,16 +284,15 @@ def main(argv=None, extra_peers=()):
                    "seed": seed, "fp8_dtype": str(fp8).replace("torch.", ""), "check": report.CHECK_TEXT,
                    "layouts": report.LAYOUT_TEXT, "noisy_cv": NOISY_CV},
         "ceilings": measure_ceilings(device, fp8, timer),
-        "peers": {p.name: {"label": p.label, "block_scaled": p.block_scaled, "conversion": p.conversion,
-                           "unavailable": unavailable[p.name]} for p in peers},
+        "peers": peer_entries(peers, unavailable, kinds),
         "rows": [],
     }
     for peer in active:
-        line = peer.setup([s for shapes in sets.values() for s in shapes if peer.applies(s)], device)
+        line = peer.setup([s for shapes in sets.values() for s in shapes if _runs(peer, s)], device)
         if line:
             print(line, file=sys.stderr)
             results["peers"][peer.name]["setup"] = line
-    progress = Progress(sum(p.applies(s) for shapes in sets.values() for s in shapes for p in active), args.quiet)
+    progress = Progress(sum(_runs(p, s) for shapes in sets.values() for s in shapes for p in active), args.quiet)
     index = 0
     # A run stopped early (Ctrl-C, or SIGTERM from a time limit) still reports the rows it finished.
     signal.signal(signal.SIGTERM, _interrupt)
@@ -264,14 +301,16 @@ def main(argv=None, extra_peers=()):
             for position, shape in enumerate(shapes):
                 problem = make_problem(shape, device, fp8, seed + index)
                 index += 1
-                for peer in (p for p in active if p.applies(shape)):
+                for peer in (p for p in active if _runs(p, shape)):
                     # Host time barely depends on the shape: measured on each set's first shape only.
-                    row = {"set": set_name, "shape": shape.label, "m": shape.m, "n": shape.n, "k": shape.k,
-                           "layout": shape.layout, "flops": problem.flops, "bytes": problem.bytes,
-                           **run_row(peer, problem, timer, host_time=position == 0)}
+                    row = {"set": set_name, "shape": shape.label, "kind": shape.kind, "m": shape.m, "n": shape.n,
+                           "k": shape.k, "layout": shape.layout, "flops": problem.flops, "bytes": problem.bytes,
+                           **shape_info(shape), **run_row(peer, problem, timer, host_time=position == 0)}
                     results["rows"].append(row)
                     progress.step(f"{shape.label} {peer.name} {row['status']}")
                 del problem
+                if device.type == "cuda" and shape.kind != KIND_GEMM:
+                    torch.cuda.empty_cache()  # experts' weights are GBs; the next shape's differ in size
     except KeyboardInterrupt:
         results["interrupted"] = True
         print(f"interrupted: reporting the {len(results['rows'])} rows finished", file=sys.stderr)

@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # The GPU benchmark run: build the CUDA variant, set up DeepGEMM from its offline bundle, run the
-# side-by-side benchmark. Writes results.json, table.md, plot.png, build.log and bench.err to $OUT when set,
-# else to bench_runs/gpu-<UTC time>/. Extra arguments go to benchmarks.bench (e.g. --shapes decode).
-#   bash benchmarks/gpu.sh            needs .peers/dg1_bundle.tar.gz (or DEEPGEMM_BUNDLE=path)
+# side-by-side benchmark. Writes build.log and, per part, results.json, table.md, plot.png and bench.err
+# to $OUT when set, else to bench_runs/gpu-<UTC time>/.
+#   bash benchmarks/gpu.sh                     every suite, one process (and subfolder) per part in sequence:
+#                                              gemm/, linear/, grouped/, grouped-masked/, each within PART_TIMEOUT_S
+#   bash benchmarks/gpu.sh --suite linear      one process with these benchmarks.bench arguments, into $OUT itself
+# Needs .peers/dg1_bundle.tar.gz (or DEEPGEMM_BUNDLE=path). RUN_BUDGET_S (seconds from the start, build
+# included) caps every part's time limit at what is left, so that a run under an outer time limit still
+# writes the rows it finished: e.g. RUN_BUDGET_S=570 under a 600 s limit.
 # A failed build is reported and the peers are still measured (our rows then say why they are missing).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -40,12 +45,39 @@ if ! timeout "${BUILD_TIMEOUT_S:-600}" python3 scripts/build.py -j "$(nproc)" >"
   echo "scripts/build.py FAILED (tail of $OUT_DIR/build.log):"
   tail -n 15 "$OUT_DIR/build.log"
 fi
-# stdout is the table (printed last); progress lines, warnings and any traceback go to bench.err.
-python3 -m benchmarks.bench --quiet --out-dir "$OUT_DIR" "$@" 2>"$OUT_DIR/bench.err"
-rc=$?
-grep -E "^(deepgemm|warning|wrote)" "$OUT_DIR/bench.err" | head -n 40
-if [ "$rc" -ne 0 ]; then
-  echo "benchmarks.bench exited $rc; tail of $OUT_DIR/bench.err:"
-  tail -n 25 "$OUT_DIR/bench.err"
+# One benchmark process: stdout is the table (printed last); progress lines, warnings and any traceback go
+# to bench.err. A part stopped by its timeout (SIGTERM) still writes the rows it finished.
+bench() {
+  local dir="$1" limit="$2"; shift 2
+  if [ -n "${RUN_BUDGET_S:-}" ] && [ $((RUN_BUDGET_S - SECONDS)) -lt "$limit" ]; then
+    limit=$((RUN_BUDGET_S - SECONDS))
+  fi
+  if [ "$limit" -le 0 ]; then
+    echo "benchmarks.bench $* SKIPPED: RUN_BUDGET_S=$RUN_BUDGET_S spent"
+    return 124
+  fi
+  mkdir -p "$dir"
+  timeout "$limit" python3 -m benchmarks.bench --quiet --out-dir "$dir" "$@" 2>"$dir/bench.err"
+  local rc=$?
+  grep -E "^(deepgemm|warning|wrote|interrupted)" "$dir/bench.err" | head -n 40
+  if [ "$rc" -ne 0 ]; then
+    echo "benchmarks.bench $* exited $rc; tail of $dir/bench.err:"
+    tail -n 25 "$dir/bench.err"
+  fi
+  return "$rc"
+}
+
+if [ "$#" -gt 0 ]; then
+  bench "$OUT_DIR" "${PART_TIMEOUT_S:-3600}" "$@"
+  exit $?
 fi
-exit "$rc"
+# Every suite, each part its own process and time limit, so that one slow part leaves the others their time.
+status=0
+for part in "gemm:--suite gemm" "linear:--suite linear" "grouped:--shapes grouped" \
+            "grouped-masked:--shapes grouped-masked"; do
+  name="${part%%:*}"
+  echo "== $name"
+  # shellcheck disable=SC2086  # the part's arguments are words
+  bench "$OUT_DIR/$name" "${PART_TIMEOUT_S:-540}" ${part#*:} || status=1
+done
+exit "$status"

@@ -1,5 +1,7 @@
 """The peers, each called the way its users call it.
 
+A peer serves one kind of row (shapes.py: gemm here; linear in linear.py, grouped and masked in
+grouped.py); one name (ours, deepgemm, triton, bf16, ...) may have a peer for several kinds.
 A peer turns a Problem into one zero-argument timed call. By default (Peer.prepare) the call is
 `run(*convert(problem))`: for K-major sets the conversion to the peer's preferred layout is done once,
 untimed (a quantizer can emit any layout); for the challenge layout it is inside the timed call."""
@@ -11,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from .problem import SCALE_BLOCK_K, SCALE_BLOCK_N, ceil_div, dequant
-from .shapes import LAYOUT_CHALLENGE
+from .shapes import KIND_GEMM, LAYOUT_CHALLENGE
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 KERNEL_REPO_ID = "kernels-community/gemm"
@@ -33,6 +35,7 @@ def _outer_major(x: torch.Tensor) -> torch.Tensor:
 class Peer:
     name = ""
     label = ""
+    kind = KIND_GEMM
     # False for baselines that compute something else (bf16 weights, per-tensor scales): they are shown,
     # never picked as the "best peer" our kernel is compared with.
     block_scaled = True
@@ -62,6 +65,10 @@ class Peer:
 
     def reference(self, p) -> torch.Tensor:
         return p.reference
+
+    def checked(self, out, p) -> torch.Tensor:
+        """The part of the call's output the check compares with the reference (padded layouts: valid rows)."""
+        return out
 
     def prepare(self, p, timer, check_fn):
         """-> (timed zero-argument call, info dict for the JSON)."""
@@ -292,22 +299,27 @@ class DeepGemm(Peer):
                f"{', '.join(reasons)}" if reasons else None
 
     def setup(self, shapes, device):
+        todo = sorted({(s.m, s.n, s.k) for s in shapes if self.unsupported(s) is None})
+        return self.compile_all(todo, _deepgemm_compile, "shapes")
+
+    @staticmethod
+    def compile_all(specs, compile_fn, what):
+        """compile_fn(spec) for every spec, in parallel fresh processes; returns a line for the log."""
         import concurrent.futures
         import multiprocessing
         import time
-        todo = sorted({(s.m, s.n, s.k) for s in shapes if self.unsupported(s) is None})
-        if not todo:
+        if not specs:
             return ""
         t0 = time.perf_counter()
-        jobs = max(1, min(DEEPGEMM_COMPILE_JOBS, (os.cpu_count() or 2) // 2, len(todo)))
+        jobs = max(1, min(DEEPGEMM_COMPILE_JOBS, (os.cpu_count() or 2) // 2, len(specs)))
         failed = []
         with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            for mnk, fut in zip(todo, [pool.submit(_deepgemm_compile, mnk) for mnk in todo]):
+            for spec, fut in zip(specs, [pool.submit(compile_fn, spec) for spec in specs]):
                 try:
                     fut.result()
                 except Exception as exc:  # the row itself reports the error when it runs
-                    failed.append(f"{mnk}: {type(exc).__name__}: {exc}"[:200])
-        line = f"deepgemm: kernels of {len(todo)} shapes compiled or found in its cache in " \
+                    failed.append(f"{spec}: {type(exc).__name__}: {exc}"[:200])
+        line = f"deepgemm: kernels of {len(specs)} {what} compiled or found in its cache in " \
                f"{time.perf_counter() - t0:.0f} s ({jobs} processes)"
         return line + (f"; {len(failed)} failed, first: {failed[0]}" if failed else "")
 
@@ -362,21 +374,30 @@ class DequantFp32(Peer):
         return (lambda: self.run(p.a, p.b, p.a_scale, p.b_scale, p.out_dtype)), {}
 
 
-ALL_PEERS = [Ours, ScaledMMBlock, ScaledMMBlockPadK, ScaledMMTensor, Bf16Matmul, TritonBlock, DeepGemm, Aiter, DequantFp32]
+GEMM_PEERS = [Ours, ScaledMMBlock, ScaledMMBlockPadK, ScaledMMTensor, Bf16Matmul, TritonBlock, DeepGemm, Aiter,
+              DequantFp32]
 DEFAULT_PEERS = {
-    "cuda": ["ours", "scaled-mm-block", "scaled-mm-block-padk", "scaled-mm-tensor", "bf16", "triton", "deepgemm"],
-    "rocm": ["ours", "scaled-mm-block", "scaled-mm-tensor", "aiter"],
-    "cpu": ["ours", "dequant-fp32"],
+    "cuda": ["ours", "ours-gemm", "ours-loop", "scaled-mm-block", "scaled-mm-block-padk", "scaled-mm-tensor", "bf16",
+             "triton", "triton-inline", "deepgemm"],
+    "rocm": ["ours", "ours-gemm", "ours-loop", "scaled-mm-block", "scaled-mm-tensor", "aiter"],
+    "cpu": ["ours", "ours-gemm", "ours-loop", "dequant-fp32"],
 }
 
 
+def all_peers():
+    from . import grouped, linear
+    return GEMM_PEERS + linear.PEERS + grouped.PEERS
+
+
 def select_peers(backend: str, names=None, extra=()):
-    """Peer instances for `backend`, optionally restricted to `names`; `extra` peers are appended."""
-    registry = {cls.name: cls for cls in ALL_PEERS}
-    registry.update({peer.name: type(peer) for peer in extra})
+    """Peer instances (one per name and kind) for `backend`, optionally restricted to `names`; `extra`
+    peers are appended."""
+    classes = all_peers()
+    known = {cls.name for cls in classes} | {peer.name for peer in extra}
     wanted = names or DEFAULT_PEERS[backend] + [peer.name for peer in extra]
-    unknown = [n for n in wanted if n not in registry]
+    unknown = [n for n in wanted if n not in known]
     if unknown:
-        raise ValueError(f"--peers: unknown peer(s) {unknown}; known: {sorted(registry)}")
-    extra_by_name = {peer.name: peer for peer in extra}
-    return [extra_by_name.get(n) or registry[n]() for n in wanted]
+        raise ValueError(f"--peers: unknown peer(s) {unknown}; known: {sorted(known)}")
+    extra_names = {peer.name for peer in extra}
+    return [cls() for n in wanted if n not in extra_names for cls in classes if cls.name == n] + \
+        [peer for peer in extra if peer.name in wanted]

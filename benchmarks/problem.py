@@ -4,7 +4,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .shapes import LAYOUT_CHALLENGE, Shape
+from .shapes import KIND_GEMM, KIND_LINEAR, LAYOUT_CHALLENGE, Shape
 
 # The DeepSeek-V3 block sizes (gemm/gemm_contract.h: kScaleBlockK, kScaleBlockN).
 SCALE_BLOCK_K = 128
@@ -107,9 +107,16 @@ def _randn(rows: int, cols: int, transposed: bool, device, generator) -> torch.T
     return torch.randn(rows, cols, device=device, generator=generator)
 
 
-def make_problem(shape: Shape, device: torch.device, fp8_dtype: torch.dtype, seed: int,
-                 out_dtype: torch.dtype = torch.bfloat16) -> Problem:
-    """randn data cast to FP8 and randn scales (distinct per block, about half negative), as the challenge does."""
+def make_problem(shape, device: torch.device, fp8_dtype: torch.dtype, seed: int,
+                 out_dtype: torch.dtype = torch.bfloat16):
+    """randn data cast to FP8 and randn scales (distinct per block, about half negative), as the challenge does.
+    Linear rows get bf16 activations (linear.py), grouped and masked rows many experts (grouped.py)."""
+    if shape.kind == KIND_LINEAR:
+        from .linear import LinearProblem
+        return LinearProblem(shape, device, fp8_dtype, seed, out_dtype)
+    if shape.kind != KIND_GEMM:
+        from .grouped import GroupedProblem
+        return GroupedProblem(shape, device, fp8_dtype, seed, out_dtype)
     gen = torch.Generator(device=device)
     gen.manual_seed(seed)
     t = shape.layout == LAYOUT_CHALLENGE

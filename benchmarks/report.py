@@ -1,8 +1,11 @@
 """Derived numbers (roofline floors, throughput, speedups), the markdown table and the PNG plot."""
 import math
 
-CHECK_TEXT = ("before timing, each row's output is compared with the fp32 dequantized reference (its own fp32 "
-              "reference for the per-tensor peer): |out-ref| <= eps(out dtype)*max|ref| + 0.02*|ref| "
+from . import bars
+
+CHECK_TEXT = ("before timing, each row's output is compared with the fp32 dequantized reference (linear rows: "
+              "of the reference-quantized activations; grouped rows: per expert, valid rows only; its own fp32 "
+              "reference for the per-tensor peer and for peers that do not quantize the activations): |out-ref| <= eps(out dtype)*max|ref| + 0.02*|ref| "
               "elementwise, and ||out-ref||/||ref|| < 1e-2; a failing row is WRONG and not timed")
 LAYOUT_TEXT = ("K-major sets: every peer gets A, B, scales in its preferred layout, converted untimed; "
                "challenge-layout ('T'): a, b, a_scale, b_scale are transposed views and each peer's own "
@@ -114,6 +117,7 @@ def annotate(results):
                              "geomean_speedup_vs_best_kernel": _geomean([s["speedup_vs_best_kernel"] for s in set_shapes]),
                              "geomean_floor_us": _geomean([s["floor_us"] for s in set_shapes])}
     results["summary"] = summary
+    results["bars"] = bars.evaluate(results)
 
 
 def noisy_rows(results):
@@ -129,11 +133,12 @@ def _fmt(value, spec, missing="–"):
 
 
 def _config_text(config):
-    """The Triton peer's chosen config, compact: 'BMxBN gG wW sS'."""
+    """A Triton peer's chosen config, compact: 'BMxBN gG wW sS' (the keys it has)."""
     if not config:
         return ""
-    return (f"{config['BLOCK_M']}x{config['BLOCK_N']} g{config['GROUP_M']} w{config['num_warps']} "
-            f"s{config['num_stages']}")
+    tile = f"{config['BLOCK_M']}x{config['BLOCK_N']} " if "BLOCK_M" in config else ""
+    group = f"g{config['GROUP_M']} " if "GROUP_M" in config else ""
+    return f"{tile}{group}w{config['num_warps']} s{config['num_stages']}"
 
 
 def _rate(bps):
@@ -224,6 +229,7 @@ def markdown(results) -> str:
             lines.append(f"| {r['set']} | {r['shape']} | {r['peer']} | {r['host_us']:.1f} | "
                          f"{_fmt(_us(r, 'timing'), '.1f')} | {_fmt(_us(r, 'kernel_timing'), '.1f')} |")
 
+    lines += bars.markdown(results)
     lines += ["", "## Summary (geomeans over the shapes where the row is OK)", "",
               f"`ours × (call)` with the p10–p90 of its bootstrap over this run's iterations; `< {BELOW}` counts shapes "
               "where the peer is more than 5 % faster; worst = the shape with the lowest `ours ×`.", "",

@@ -9,6 +9,15 @@ from dataclasses import dataclass
 LAYOUT_KMAJOR = "kmajor"
 LAYOUT_CHALLENGE = "challenge"
 
+# What a row computes. gemm: FP8 A and B with their scales (the dense op). linear: bf16 activations times an
+# FP8 weight, the activation quantization inside the timed call (transformers' matmul_2d). grouped: the rows
+# of many experts sorted by expert, one segment each (contiguous layout). masked: [E, max_m, K] with a count
+# of valid rows per expert (DeepGEMM's decode layout).
+KIND_GEMM = "gemm"
+KIND_LINEAR = "linear"
+KIND_GROUPED = "grouped"
+KIND_MASKED = "masked"
+
 
 @dataclass(frozen=True)
 class Shape:
@@ -16,6 +25,7 @@ class Shape:
     n: int
     k: int
     layout: str = LAYOUT_KMAJOR
+    kind: str = KIND_GEMM
 
     @property
     def label(self) -> str:
@@ -23,13 +33,39 @@ class Shape:
         return f"{self.m},{self.n},{self.k}{suffix}"
 
 
+@dataclass(frozen=True)
+class GroupedShape:
+    """One MoE layer's experts: `tokens` tokens routed to `topk` of `experts` experts each (a seeded skewed
+    routing, benchmarks/grouped.py), or `rows_per_expert` rows for every expert (DeepGEMM's published cases).
+    m is the number of rows the GEMM computes (useful rows, no padding)."""
+    name: str
+    experts: int
+    n: int
+    k: int
+    tokens: int = 0
+    topk: int = 0
+    rows_per_expert: int = 0
+    kind: str = KIND_GROUPED
+    layout: str = LAYOUT_KMAJOR
+
+    @property
+    def m(self) -> int:
+        return self.experts * self.rows_per_expert if self.rows_per_expert else self.tokens * self.topk
+
+    @property
+    def label(self) -> str:
+        rows = f"{self.experts}x{self.rows_per_expert}" if self.rows_per_expert else \
+            f"T{self.tokens}x{self.topk} E{self.experts}"
+        return f"{self.name} {rows} {self.n},{self.k}"
+
+
 def mnk_grid(ms, nks):
     """(M, N, K) triples, M outermost."""
     return [(m, n, k) for m in ms for (n, k) in nks]
 
 
-def _shapes(ms, nks, layout=LAYOUT_KMAJOR):
-    return [Shape(m, n, k, layout) for m, n, k in mnk_grid(ms, nks)]
+def _shapes(ms, nks, layout=LAYOUT_KMAJOR, kind=KIND_GEMM):
+    return [Shape(m, n, k, layout, kind) for m, n, k in mnk_grid(ms, nks)]
 
 
 # DeepSeek-V3 linear layers (TP1), as (N, K): fused q_a + kv_a, kv_a, q_b, kv_b, o_proj, and two MLP-sized ones.
@@ -60,9 +96,37 @@ DEEPSEEK_V3 = mnk_grid(DEEPSEEK_V3_FIT_MS, DEEPSEEK_V3_NK)
 CHALLENGE = mnk_grid(CHALLENGE_MS, CHALLENGE_NK)
 LARGE_SQUARE = [(8192, 8192, 8192), (6144, 7168, 4608)]
 
+# transformers' FP8Linear on the DeepSeek-V3 dense layers, bf16 activations: decode to prefill batch sizes.
+LINEAR_MS = (1, 16, 64, 128, 1024, 4096)
+# The fused path's bar against our GEMM alone on pre-quantized inputs (issue 32): (largest M, max ratio).
+LINEAR_FUSED_BARS = ((128, 1.10), (None, 1.05))
+
+# Routed experts (config.json, TP1): (name, experts, N, K) with top-8 routing; gate_up is one [2I, H] GEMM.
+# DeepSeek-V3: 256 experts, H 7168, I 2048. Qwen3-235B-A22B: 128 experts, H 4096, I 1536.
+MOE_TOPK = 8
+MOE_LAYERS = [("dsv3-gate-up", 256, 4096, 7168), ("dsv3-down", 256, 7168, 2048),
+              ("qwen3-gate-up", 128, 3072, 4096), ("qwen3-down", 128, 4096, 1536)]
+MOE_TOKENS = (64, 512, 4096, 32768)
+# DeepGEMM's published grouped case: 4 groups of 8192 rows at N = 4096, K = 7168.
+DEEPGEMM_GROUPED_CASE = GroupedShape("deepgemm", 4, 4096, 7168, rows_per_expert=8192)
+
+
+def _moe_shapes(tokens, kind, layers=MOE_LAYERS, topk=MOE_TOPK, extra=(DEEPGEMM_GROUPED_CASE,)):
+    grid = [GroupedShape(name, e, n, k, tokens=t, topk=topk, kind=kind) for t in tokens for name, e, n, k in layers]
+    return grid + [GroupedShape(s.name, s.experts, s.n, s.k, s.tokens, s.topk, s.rows_per_expert, kind)
+                   for s in extra]
+
+
 # Small enough for 2 CPU cores in about a minute; mixes decode-like M, ragged N (576) and ragged K (1000).
 CPU_SHAPES = [Shape(16, 576, 7168), Shape(64, 2112, 7168), Shape(128, 1536, 1536), Shape(256, 512, 7168),
               Shape(512, 4096, 512), Shape(100, 700, 1000)]
+
+# CPU versions of the linear and grouped suites: decode-sized M, ragged N/K, empty experts.
+CPU_LINEAR_SHAPES = [Shape(1, 576, 7168, kind=KIND_LINEAR), Shape(16, 1536, 1536, kind=KIND_LINEAR),
+                     Shape(100, 700, 1000, kind=KIND_LINEAR)]
+CPU_MOE_LAYERS = [("small-gate-up", 32, 512, 1024), ("small-ragged", 8, 320, 640)]
+CPU_GROUPED_SHAPES = _moe_shapes((16, 64), KIND_GROUPED, CPU_MOE_LAYERS, topk=2, extra=())
+CPU_MASKED_SHAPES = _moe_shapes((16,), KIND_MASKED, CPU_MOE_LAYERS, topk=2, extra=())
 
 SHAPE_SETS = {
     "decode": _shapes(DEEPSEEK_V3_DECODE_MS, DEEPSEEK_V3_NK) + _shapes(MODELS_DECODE_MS, MODELS_NK),
@@ -72,8 +136,21 @@ SHAPE_SETS = {
     "deepseek-v3": _shapes(DEEPSEEK_V3_DECODE_MS + DEEPSEEK_V3_PREFILL_MS, DEEPSEEK_V3_NK),
     "models": _shapes(MODELS_DECODE_MS + MODELS_PREFILL_MS, MODELS_NK),
     "cpu": CPU_SHAPES,
+    "linear": _shapes(LINEAR_MS, DEEPSEEK_V3_NK, kind=KIND_LINEAR),
+    "grouped": _moe_shapes(MOE_TOKENS, KIND_GROUPED),
+    "grouped-masked": _moe_shapes(MOE_TOKENS, KIND_MASKED),
+    "linear-cpu": CPU_LINEAR_SHAPES,
+    "grouped-cpu": CPU_GROUPED_SHAPES,
+    "grouped-masked-cpu": CPU_MASKED_SHAPES,
 }
-DEFAULT_SETS = {"cuda": ["decode", "prefill", "challenge", "challenge-layout"], "cpu": ["cpu"]}
+# --suite picks the sets of one suite (benchmarks/gpu.sh runs the GPU suites one process each, so that each
+# stays within one call's time limit); the default runs every suite of the device.
+SUITES = {
+    "gemm": {"cuda": ["decode", "prefill", "challenge", "challenge-layout"], "cpu": ["cpu"]},
+    "linear": {"cuda": ["linear"], "cpu": ["linear-cpu"]},
+    "grouped": {"cuda": ["grouped", "grouped-masked"], "cpu": ["grouped-cpu", "grouped-masked-cpu"]},
+}
+DEFAULT_SETS = {kind: [name for suite in SUITES.values() for name in suite[kind]] for kind in ("cuda", "cpu")}
 
 # CUDA sm_90a test shapes (tests/cuda). CONFIG_SHAPES must make the planner pick every row of the tile
 # table at least once (test_cuda_heuristics.py checks that on the CPU), stream-K plans with and without

@@ -1,6 +1,10 @@
 """A block-scaled FP8 GEMM in Triton, of the design vLLM/SGLang ship (written here): per 128-wide K block,
 tl.dot into a temporary, then acc += tmp * a_s[:, None] * b_s[None, :] in fp32. Tuned per shape over a
-small config space, picking the fastest config whose result passes the harness's check."""
+small config space, picking the fastest config whose result passes the harness's check.
+
+For bf16 activations, the two designs transformers' callers run: vLLM's per_token_group_quant_fp8 (one
+kernel writing FP8 + 1x128 scales) before the GEMM, and finegrained-fp8's, which quantizes each A tile
+inside the GEMM's K loop (QUANT_A: every N tile quantizes its rows again; no FP8 copy in memory)."""
 import torch
 import triton
 import triton.language as tl
@@ -24,12 +28,48 @@ CONFIGS = [
 
 
 @triton.jit
+def _quantize_rows(x, fp8_max, fp8_dtype):
+    """Per-row 1x128 quantization of an fp32 tile: scale = amax / fp8_max (1 for an all-zero row)."""
+    scale = tl.max(tl.abs(x), axis=1) / fp8_max
+    scale = tl.where(scale > 0, scale, 1.0)
+    q = tl.clamp(x / scale[:, None], -fp8_max, fp8_max).to(fp8_dtype)
+    return q, scale
+
+
+@triton.jit
+def _group_quant_kernel(x_ptr, q_ptr, s_ptr, K, stride_xm, stride_qm, stride_sm, stride_sk,
+                        GROUP: tl.constexpr, FP8_MAX: tl.constexpr):
+    # One program per (row, 128-wide group), as vLLM's per_token_group_quant_fp8.
+    row = tl.program_id(0).to(tl.int64)
+    group = tl.program_id(1)
+    cols = group * GROUP + tl.arange(0, GROUP)
+    mask = cols < K
+    x = tl.load(x_ptr + row * stride_xm + cols, mask=mask, other=0.0).to(tl.float32)
+    q, scale = _quantize_rows(x[None, :], FP8_MAX, q_ptr.dtype.element_ty)
+    tl.store(q_ptr + row * stride_qm + cols[None, :], q, mask=mask[None, :])
+    tl.store(s_ptr + row * stride_sm + group * stride_sk + tl.arange(0, 1), scale)
+
+
+def per_token_group_quant_fp8(x, fp8_dtype=torch.float8_e4m3fn, column_major_scales=False):
+    """x [M, K] (bf16/fp16/fp32, unit inner stride) -> (q [M, K] FP8, scale [M, ceil(K/128)] fp32), the
+    scales M-major when column_major_scales (the layout cuBLAS takes)."""
+    m, k = x.shape
+    kb = triton.cdiv(k, BLOCK_K)
+    q = torch.empty(m, k, dtype=fp8_dtype, device=x.device)
+    scale = torch.empty(kb, m, device=x.device).t() if column_major_scales else torch.empty(m, kb, device=x.device)
+    if m:
+        _group_quant_kernel[(m, kb)](x, q, scale, k, x.stride(0), q.stride(0), scale.stride(0), scale.stride(1),
+                                     GROUP=BLOCK_K, FP8_MAX=torch.finfo(fp8_dtype).max)
+    return q, scale
+
+
+@triton.jit
 def _blockscaled_gemm_kernel(
     a_ptr, b_ptr, c_ptr, as_ptr, bs_ptr, M, N, K,
     stride_am, stride_ak, stride_bn, stride_bk, stride_cm, stride_cn,
     stride_asm, stride_ask, stride_bsn, stride_bsk,
     SCALE_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    GROUP_M: tl.constexpr,
+    GROUP_M: tl.constexpr, QUANT_A: tl.constexpr = False, FP8_MAX: tl.constexpr = 448.0,
 ):
     # Grouped launch order: GROUP_M consecutive row tiles sweep the same B tiles while they sit in L2.
     pid = tl.program_id(0)
@@ -57,7 +97,10 @@ def _blockscaled_gemm_kernel(
         k_left = K - k0
         a = tl.load(a_ptrs, mask=mask_m[:, None] & (offs_k[None, :] < k_left), other=0.0)
         b = tl.load(b_ptrs, mask=(offs_k[:, None] < k_left) & mask_n[None, :], other=0.0)
-        a_s = tl.load(as_ptrs + kb * stride_ask, mask=mask_m, other=0.0)
+        if QUANT_A:
+            a, a_s = _quantize_rows(a.to(tl.float32), FP8_MAX, b.dtype)
+        else:
+            a_s = tl.load(as_ptrs + kb * stride_ask, mask=mask_m, other=0.0)
         b_s = tl.load(bs_ptrs + kb * stride_bsk, mask=mask_n, other=0.0)
         # The tensor cores' partial sum over one scale block, promoted to the fp32 accumulator once.
         partial = tl.dot(a, b)
@@ -71,7 +114,11 @@ def _blockscaled_gemm_kernel(
 
 
 def blockscaled_gemm(a, b, a_scale, b_scale, config, out_dtype=torch.bfloat16):
-    """C = (A * As) @ (B * Bs)^T. Operands may have any strides (K-major is the fast one for FP8 dot)."""
+    """C = (A * As) @ (B * Bs)^T. Operands may have any strides (K-major is the fast one for FP8 dot).
+    With a_scale None, A is bf16/fp16/fp32 and is quantized per 1x128 group inside the K loop."""
+    quant_a = a_scale is None
+    if quant_a:
+        a_scale = b_scale  # not read: only its strides are passed
     m, k = a.shape
     n = b.shape[0]
     c = torch.empty(m, n, dtype=out_dtype, device=a.device)
@@ -81,7 +128,7 @@ def blockscaled_gemm(a, b, a_scale, b_scale, config, out_dtype=torch.bfloat16):
         a, b, c, a_scale, b_scale, m, n, k,
         a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
         a_scale.stride(0), a_scale.stride(1), b_scale.stride(0), b_scale.stride(1),
-        SCALE_N=SCALE_BLOCK_N, BLOCK_K=BLOCK_K, **meta,
+        SCALE_N=SCALE_BLOCK_N, BLOCK_K=BLOCK_K, QUANT_A=quant_a, FP8_MAX=torch.finfo(b.dtype).max, **meta,
     )
     return c
 
