@@ -7,8 +7,9 @@
 #   huggingface_hub==2.4.0     with what it imports that the image lacks: httpx2, httpcore2, hf_xet,
 #                              click; and httpx2's anyio, idna, truststore;
 #   tomlkit==0.15.3            imported by kernels 0.19;
+#   accelerate==1.16.0         transformers refuses to load an FP8 checkpoint without it;
 #   kernel-abi-check==0.14.1   tests/test_packaging.py's ABI check of the built extension.
-# The rest of their dependencies (h11, filelock, fsspec, packaging, pyyaml, regex, safetensors,
+# The rest of their dependencies (h11, psutil, filelock, fsspec, packaging, pyyaml, regex, safetensors,
 # tokenizers, tqdm, typer, typing-extensions, numpy) come from the image; --no-deps keeps pip from
 # looking for them. The set was installed and imported together on such an image.
 # On the device, name ".whl" in `carry` and start the command with:
@@ -19,7 +20,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 WHEELS=(
   kernels==0.19.1 transformers==5.25.0 huggingface_hub==2.4.0 kernel-abi-check==0.14.1
   httpx2==2.17.0 httpcore2==2.17.0 hf_xet==1.8.0 click==8.5.1 tomlkit==0.15.3
-  truststore==0.10.5 idna==3.21 anyio==4.16.0
+  truststore==0.10.5 idna==3.21 anyio==4.16.0 accelerate==1.16.0
 )
 PYTHON_VERSION=3.12
 # pip matches manylinux tags exactly: list every glibc baseline these wheels may be tagged with.

@@ -19,8 +19,8 @@ TORCH_CPU_INDEX=https://download.pytorch.org/whl/cpu
 # FP8 integration tests/test_transformers.py drives (it needs kernels >= 0.19.1, < 0.20, and pulls
 # huggingface-hub >= 2.4 with it: pip resolves those).
 PINNED=(kernels==0.19.1 kernel-abi-check==0.14.1 transformers==5.25.0)
-# Any version will do.
-UNPINNED=(pytest numpy matplotlib tqdm tabulate)
+# Any version will do. accelerate: transformers refuses to load any FP8 checkpoint without it.
+UNPINNED=(pytest numpy matplotlib tqdm tabulate accelerate)
 
 log() { echo "[setup] $*" >&2; }
 
