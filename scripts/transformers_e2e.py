@@ -93,7 +93,7 @@ def tiny_config(arch: str):
 
 def quantize_weight(w: torch.Tensor, scale_fmt: str) -> tuple[torch.Tensor, torch.Tensor]:
     """(e4m3fn weight, scale) with one scale per 128x128 block, ragged edges included:
-    fp32 `amax / 448` ("float") or that rounded up to a power of two, stored as UE8M0 ("ue8m0")."""
+    fp32 `amax / 448` ("float") or that rounded up to a power of two, as UE8M0 bytes ("ue8m0")."""
     n, k = w.shape
     nb, kb = math.ceil(n / BLOCK), math.ceil(k / BLOCK)
     padded = torch.nn.functional.pad(w.float(), (0, kb * BLOCK - k, 0, nb * BLOCK - n))
@@ -105,7 +105,9 @@ def quantize_weight(w: torch.Tensor, scale_fmt: str) -> tuple[torch.Tensor, torc
         raise ValueError(f"scale_fmt must be one of {SCALE_FORMATS}, got {scale_fmt!r}")
     expanded = scale.repeat_interleave(BLOCK, 0)[:n].repeat_interleave(BLOCK, 1)[:, :k]
     q = (w.float() / expanded).clamp(-FP8_MAX, FP8_MAX).to(FP8)
-    return q, scale.to(torch.float8_e8m0fnu) if scale_fmt == "ue8m0" else scale
+    # UE8M0 scales are stored as their exponent bytes (uint8, readable by any safetensors version);
+    # transformers views `*scale_inv` uint8 parameters as float8_e8m0fnu after loading.
+    return q, scale.to(torch.float8_e8m0fnu).view(torch.uint8) if scale_fmt == "ue8m0" else scale
 
 
 def is_fp8_weight(name: str, tensor: torch.Tensor) -> bool:
