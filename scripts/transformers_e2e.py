@@ -170,11 +170,6 @@ def fp8_without_gpu():
         FineGrainedFP8HfQuantizer.validate_environment = original
 
 
-def placement(device: str) -> dict:
-    """from_pretrained's device_map (which needs accelerate) only off the CPU, where models load anyway."""
-    return {} if device == "cpu" else {"device_map": device}
-
-
 def load_fp8(path: Path, device: str, experts_implementation: str, **kwargs):
     """from_pretrained of the FP8 checkpoint; fails on any missing, unexpected or mismatched key."""
     from transformers import AutoModelForCausalLM
@@ -182,10 +177,10 @@ def load_fp8(path: Path, device: str, experts_implementation: str, **kwargs):
     guard = fp8_without_gpu() if device == "cpu" else contextlib.nullcontext()
     with guard:
         model, info = AutoModelForCausalLM.from_pretrained(
-            path, dtype=torch.bfloat16, experts_implementation=experts_implementation, output_loading_info=True,
-            **placement(device), **kwargs,
+            path, dtype=torch.bfloat16, device_map=device, experts_implementation=experts_implementation,
+            output_loading_info=True, **kwargs,
         )  # fmt: skip
-    problems = {k: v for k, v in info.items() if v and k != "error_msgs"} | ({"error_msgs": info["error_msgs"]} if info.get("error_msgs") else {})
+    problems = {k: v for k, v in info.items() if v}
     assert not problems, f"loading {path} reported {problems}"
     return model.eval()
 
@@ -196,7 +191,7 @@ def load_dequantized(path: Path, device: str):
 
     config = FineGrainedFP8Config(weight_block_size=[BLOCK, BLOCK], dequantize=True)
     model = AutoModelForCausalLM.from_pretrained(
-        path, dtype=torch.bfloat16, quantization_config=config, experts_implementation="eager", **placement(device)
+        path, dtype=torch.bfloat16, quantization_config=config, experts_implementation="eager", device_map=device
     )
     assert not any(p.dtype == FP8 for p in model.parameters()), "dequantize=True left FP8 weights"
     return model.eval()
