@@ -202,3 +202,66 @@ def assert_close_gemm(out: torch.Tensor, ref: torch.Tensor, min_ref_abs_max: flo
     ref_f = ref[finite]
     calc_diff = 1 - 2 * (got_f * ref_f).sum().item() / ((got_f * got_f).sum() + (ref_f * ref_f).sum()).item()
     assert calc_diff < DEEPGEMM_MAX_CALC_DIFF, f"calc_diff {calc_diff:.3g} >= {DEEPGEMM_MAX_CALC_DIFF}"
+
+
+def reference_quantize_activation(
+    x: torch.Tensor, fp8_dtype: torch.dtype, pow2_scale: bool = False, static_scale: float | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """x [M, K] -> (q [M, K], scale [M, ceil(K/128)] float32), the numerics every quantizer must match
+    bit for bit: per 1x128 group s = amax / fp8 max in float32 (1 for an all-zero group; the next power
+    of two when pow2_scale), q = x / s saturated to the format and rounded to nearest even; a static
+    scale replaces s everywhere. Written group by group, independently of the package."""
+    m, k = x.shape
+    fp8_max = torch.finfo(fp8_dtype).max
+    xf = x.to(torch.float32).cpu()
+    q = torch.empty(m, k, dtype=fp8_dtype)
+    scales = torch.empty(m, ceil_div(k, SCALE_BLOCK_K), dtype=torch.float32)
+    for kb in range(scales.shape[1]):
+        group = xf[:, kb * SCALE_BLOCK_K : (kb + 1) * SCALE_BLOCK_K]
+        if static_scale is not None:
+            s = torch.full((m,), static_scale, dtype=torch.float32)
+        else:
+            s = group.abs().amax(dim=1) / fp8_max
+            s[s == 0] = 1.0
+            if pow2_scale:
+                s = torch.tensor([2.0 ** math.ceil(math.log2(v)) for v in s.tolist()], dtype=torch.float32)
+        scales[:, kb] = s
+        q[:, kb * SCALE_BLOCK_K : (kb + 1) * SCALE_BLOCK_K] = (group / s[:, None]).clamp(-fp8_max, fp8_max).to(fp8_dtype)
+    return q.to(x.device), scales.to(x.device)
+
+
+def make_moe_weights(
+    num_experts: int,
+    n: int,
+    k: int,
+    device: str | torch.device = "cpu",
+    fp8_dtype: torch.dtype = torch.float8_e4m3fn,
+    pow2_scales: bool = False,
+    seed: int = 0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random experts' weights (B [E, n, k] FP8 over the whole format, Bs [E, ceil(n/128), ceil(k/128)]
+    float32), a distinct scale per block and per expert (signed; positive powers of two when pow2_scales,
+    the values UE8M0 can hold)."""
+    gen = torch.Generator().manual_seed(seed)
+    b = torch.stack([_random_fp8((n, k), fp8_dtype, gen) for _ in range(num_experts)])
+    grid = (num_experts, ceil_div(n, SCALE_BLOCK_N), ceil_div(k, SCALE_BLOCK_K))
+    if pow2_scales:
+        b_scale = torch.exp2(torch.randint(-9, -5, grid, generator=gen).float())
+    else:
+        b_scale = _random_scales(grid, gen)
+    return b.to(device), b_scale.to(device)
+
+
+def reference_grouped(
+    a: torch.Tensor, b: torch.Tensor, a_scale: torch.Tensor, b_scale: torch.Tensor, row_expert: list[int]
+) -> torch.Tensor:
+    """float64 [M, N]: row m of the exact product with expert row_expert[m]'s weights (NaN for rows
+    whose id is outside [0, E), which no kernel may write)."""
+    m, n = a.shape[0], b.shape[1]
+    out = torch.full((m, n), float("nan"), dtype=torch.float64)
+    for e in sorted(set(row_expert)):
+        if not 0 <= e < b.shape[0]:
+            continue
+        rows = torch.tensor([r for r in range(m) if row_expert[r] == e])
+        out[rows] = reference_gemm(a[rows].cpu(), b[e].cpu(), a_scale[rows].float().cpu(), b_scale[e].float().cpu())
+    return out

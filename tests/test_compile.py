@@ -3,7 +3,15 @@
 import pytest
 import torch
 import torch._dynamo.testing
-from _helpers import assert_close_gemm, fp8_dtypes_for, make_inputs, reference_gemm
+from _helpers import (
+    assert_close_gemm,
+    fp8_dtypes_for,
+    make_inputs,
+    make_moe_weights,
+    reference_gemm,
+    reference_grouped,
+    reference_quantize_activation,
+)
 
 # torch's schema check (SchemaCheckMode) compares inputs with torch.allclose, which has no FP8 kernel;
 # the same property (only `out` is written) is checked by hand in test_only_out_is_written.
@@ -79,3 +87,89 @@ def test_compile_inductor(kernel, device):
     a, b, a_scale, b_scale = make_inputs(33, 192, 300, device=device, fp8_dtype=fp8_dtype, seed=4)
     compiled = torch.compile(kernel.gemm, fullgraph=True, dynamic=True)
     assert_close_gemm(compiled(a, b, a_scale, b_scale), reference_gemm(a, b, a_scale, b_scale))
+
+
+@pytest.mark.kernels_ci
+@pytest.mark.parametrize("scale_dtype", [torch.float32, torch.float8_e8m0fnu], ids=str)
+def test_opcheck_quantize(kernel, device, scale_dtype):
+    fp8 = fp8_dtypes_for(device)[0]
+    x = torch.randn(33, 300, device=device, dtype=torch.bfloat16)
+    q = torch.empty(33, 300, dtype=fp8, device=device)
+    for scale in (torch.empty(33, 3, dtype=scale_dtype, device=device), torch.empty(3, 33, dtype=scale_dtype, device=device).t()):
+        torch.library.opcheck(kernel.ops.quantize.default, (q, scale, x, None, False), test_utils=OPCHECK_UTILS)
+    static = torch.full((1,), 0.02, device=device)
+    scale = torch.empty(33, 3, device=device)
+    torch.library.opcheck(kernel.ops.quantize.default, (q, scale, x, static, False), test_utils=OPCHECK_UTILS)
+
+
+@pytest.mark.kernels_ci
+@pytest.mark.parametrize("routing", ["group_ends", "row_group"])
+def test_opcheck_grouped_gemm(kernel, device, routing):
+    fp8 = fp8_dtypes_for(device)[0]
+    b, b_scale = make_moe_weights(4, 192, 300, device=device, fp8_dtype=fp8, seed=1)
+    a, _, a_scale, _ = make_inputs(20, 192, 300, device=device, fp8_dtype=fp8, seed=2)
+    ends = torch.tensor([3, 3, 12, 18], dtype=torch.int32, device=device)
+    ids = torch.tensor([0, 1, 2, 3, 7] * 4, dtype=torch.int64, device=device)
+    args = (ends, None) if routing == "group_ends" else (None, ids)
+    out = torch.empty(20, 192, dtype=torch.bfloat16, device=device)
+    torch.library.opcheck(kernel.ops.grouped_gemm.default, (out, a, b, a_scale, b_scale, *args), test_utils=OPCHECK_UTILS)
+
+
+@pytest.mark.kernels_ci
+def test_compile_matmul_2d_without_recompiling(kernel, device):
+    fp8 = fp8_dtypes_for(device)[0]
+    _, b, _, b_scale = make_inputs(1, 192, 300, device=device, fp8_dtype=fp8, seed=3)
+    frames = torch._dynamo.testing.CompileCounterWithBackend("aot_eager")
+
+    @torch.compile(backend=frames, fullgraph=True, dynamic=True)
+    def linear(x):
+        return kernel.matmul_2d(x, b, b_scale, [128, 128], x.dtype) * 2
+
+    torch._dynamo.reset()
+    for m in COMPILE_MS:
+        x = (torch.randn(1, m, 300, generator=torch.Generator().manual_seed(m)) * 4).bfloat16().to(device)
+        q, s = reference_quantize_activation(x[0], fp8)
+        assert_close_gemm(linear(x)[0], reference_gemm(q, b, s, b_scale) * 2)
+    assert frames.frame_count == 1, f"recompiled: {frames.frame_count} frames for M in {COMPILE_MS}"
+
+
+@pytest.mark.kernels_ci
+@pytest.mark.parametrize("entry", ["matmul_grouped", "matmul_batched"])
+def test_compile_moe_without_recompiling(kernel, device, entry):
+    fp8 = fp8_dtypes_for(device)[0]
+    num_experts = 4
+    b, b_scale = make_moe_weights(num_experts, 192, 300, device=device, fp8_dtype=fp8, seed=4)
+    frames = torch._dynamo.testing.CompileCounterWithBackend("aot_eager")
+
+    @torch.compile(backend=frames, fullgraph=True, dynamic=True)
+    def experts(x, routing):
+        if entry == "matmul_grouped":
+            return kernel.matmul_grouped(x, b, b_scale, offsets=None, tokens_per_expert=routing, block_size=[128, 128])
+        return kernel.matmul_batched(x, b, b_scale, expert_ids=routing, block_size=[128, 128])
+
+    torch._dynamo.reset()
+    for m in COMPILE_MS:
+        gen = torch.Generator().manual_seed(m)
+        row_expert = sorted(torch.randint(0, num_experts, (m,), generator=gen).tolist())
+        x = (torch.randn(m, 300, generator=gen) * 4).bfloat16().to(device)
+        if entry == "matmul_grouped":
+            routing = torch.bincount(torch.tensor(row_expert), minlength=num_experts).float().to(device)
+        else:
+            routing = torch.tensor(row_expert, dtype=torch.int64, device=device)
+        q, s = reference_quantize_activation(x, fp8)
+        assert_close_gemm(experts(x, routing), reference_grouped(q, b, s, b_scale, row_expert))
+    assert frames.frame_count == 1, f"recompiled: {frames.frame_count} frames for M in {COMPILE_MS}"
+
+
+@pytest.mark.kernels_ci
+def test_compile_grouped_gemm_masked(kernel, device):
+    fp8 = fp8_dtypes_for(device)[0]
+    b, b_scale = make_moe_weights(4, 192, 256, device=device, fp8_dtype=fp8, seed=5)
+    compiled = torch.compile(kernel.grouped_gemm, backend="aot_eager", fullgraph=True, dynamic=True)
+    a, a_scale = reference_quantize_activation(torch.randn(4 * 9, 256, device=device) * 4, fp8)
+    masked_m = torch.tensor([9, 0, 4, 2], dtype=torch.int32, device=device)
+    out = torch.full((4, 9, 192), float("nan"), device=device)
+    compiled(a.view(4, 9, 256), b, a_scale.view(4, 9, 2), b_scale, masked_m=masked_m, out=out)
+    eager = torch.full_like(out, float("nan"))
+    kernel.grouped_gemm(a.view(4, 9, 256), b, a_scale.view(4, 9, 2), b_scale, masked_m=masked_m, out=eager)
+    assert torch.equal(out.nan_to_num(7.0), eager.nan_to_num(7.0))

@@ -69,14 +69,14 @@ def test_fnuz_refused_on_cuda(kernel, device):
 
 @pytest.mark.kernels_ci
 @pytest.mark.parametrize(
-    "bad", [torch.float16, torch.bfloat16, torch.float64, torch.int32, torch.float8_e8m0fnu], ids=str
+    "bad", [torch.float16, torch.bfloat16, torch.float64, torch.int32, torch.uint8], ids=str
 )
 @pytest.mark.parametrize("which", ["a_scale", "b_scale"])
 def test_scale_dtype(kernel, device, inputs, which, bad):
     a, b, a_scale, b_scale = inputs
     scales = {"a_scale": a_scale, "b_scale": b_scale}
     scales[which] = scales[which].abs().to(bad)
-    with _raises(TypeError, f"{which} must be torch.float32", str(bad), ".float()"):
+    with _raises(TypeError, f"{which} must be torch.float32 or torch.float8_e8m0fnu", str(bad), ".float()"):
         kernel.gemm(a, b, scales["a_scale"], scales["b_scale"])
 
 
@@ -206,3 +206,150 @@ def test_m_zero_still_validates(kernel, device, inputs):
         kernel.gemm(a[:0], b, a_scale[:0], b_scale[:, :2])
     with _raises(TypeError, "a_scale must be torch.float32"):
         kernel.gemm(a[:0], b, a_scale[:0].double(), b_scale)
+
+
+# --- matmul_2d / matmul_grouped / matmul_batched / grouped_gemm --------------------------------------
+
+E = 4
+
+
+@pytest.fixture
+def dense(device):
+    """(x bf16 [M, K], B [N, K] FP8, Bs [2, 3] fp32) for matmul_2d."""
+    _, b, _, b_scale = make_inputs(1, N, K, device=device, fp8_dtype=fp8_dtypes_for(device)[0], seed=1)
+    return torch.randn(M, K, device=device).bfloat16(), b, b_scale
+
+
+@pytest.fixture
+def moe(device):
+    """(x bf16 [M, K], B [E, N, K] FP8, Bs [E, 2, 3] fp32, offsets int32 [E])."""
+    fp8 = fp8_dtypes_for(device)[0]
+    b = torch.randn(E, N, K, device=device).to(fp8)
+    b_scale = torch.rand(E, 2, 3, device=device)
+    offsets = torch.tensor([10, 10, 40, 65], dtype=torch.int32, device=device)
+    return torch.randn(M, K, device=device).bfloat16(), b, b_scale, offsets
+
+
+@pytest.mark.kernels_ci
+def test_matmul_2d_block_size(kernel, device, dense):
+    x, b, b_scale = dense
+    for bad, shown in (([64, 64], "[64, 64]"), ((128, 64), "[128, 64]"), (128, "128"), ([128], "[128]")):
+        with _raises(ValueError, "matmul_2d: block_size must be [128, 128]", f"got {shown}"):
+            kernel.matmul_2d(x, b, b_scale, bad)
+    with _raises(ValueError, "block_size None means one weight scale per matrix", "Bs must have 1 element", "(2, 3)"):
+        kernel.matmul_2d(x, b, b_scale, None)
+
+
+@pytest.mark.kernels_ci
+def test_matmul_2d_weight_scale(kernel, device, dense):
+    x, b, b_scale = dense
+    with _raises(ValueError, "matmul_2d: Bs must have shape [ceil(N/128), ceil(K/128)] = [2, 3]", "[2, 2]"):
+        kernel.matmul_2d(x, b, b_scale[:, :2], [128, 128])  # K // 128 instead of ceil
+    with _raises(ValueError, "Bs must have shape", "[3, 2]"):
+        kernel.matmul_2d(x, b, b_scale.t(), [128, 128])
+    for bad in (torch.bfloat16, torch.float64, torch.int32, torch.float8_e4m3fn):
+        with _raises(TypeError, "matmul_2d: Bs must be torch.float32 or torch.float8_e8m0fnu", str(bad)):
+            kernel.matmul_2d(x, b, b_scale.to(bad), [128, 128])
+
+
+@pytest.mark.kernels_ci
+def test_matmul_2d_operands(kernel, device, dense):
+    x, b, b_scale = dense
+    with _raises(TypeError, "matmul_2d: A must be torch.bfloat16, torch.float16 or torch.float32", "float8_e4m3fn", "gemm()"):
+        kernel.matmul_2d(x.float().to(torch.float8_e4m3fn), b, b_scale, [128, 128])
+    with _raises(TypeError, "matmul_2d: A must be", "torch.int32"):
+        kernel.matmul_2d(x.int(), b, b_scale, [128, 128])
+    with _raises(TypeError, "matmul_2d: B must be torch.float8_e4m3fn or torch.float8_e4m3fnuz", "torch.bfloat16"):
+        kernel.matmul_2d(x, b.float().bfloat16(), b_scale, [128, 128])
+    with _raises(ValueError, "matmul_2d: B must be a 2-D tensor [N, K]", "(1, 192, 300)"):
+        kernel.matmul_2d(x, b[None], b_scale, [128, 128])
+    with _raises(ValueError, "matmul_2d: A must have shape [..., K] with K = B.shape[1] = 300", "(65, 299)"):
+        kernel.matmul_2d(x[:, :299], b, b_scale, [128, 128])
+    with _raises(TypeError, "matmul_2d: output_dtype must be torch.bfloat16, torch.float16 or torch.float32", "torch.int8"):
+        kernel.matmul_2d(x, b, b_scale, [128, 128], torch.int8)
+    with _raises(ValueError, "matmul_2d: activation_scale must be a per-tensor scale (1 element)", "(2,)"):
+        kernel.matmul_2d(x, b, b_scale, [128, 128], activation_scale=torch.ones(2, device=device))
+    with _raises(TypeError, "matmul_2d: activation_scale must be a floating-point tensor", "torch.int32"):
+        kernel.matmul_2d(x, b, b_scale, [128, 128], activation_scale=torch.ones(1, dtype=torch.int32, device=device))
+
+
+@pytest.mark.kernels_ci
+def test_new_entry_points_check_devices(kernel, device, dense, moe):
+    x, b, b_scale = dense
+    with _raises(ValueError, "matmul_2d: all tensors must be on one device; expected Bs on", "got meta"):
+        kernel.matmul_2d(x, b, b_scale.to("meta"), [128, 128])
+    with _raises(ValueError, "matmul_2d", "expected activation_scale on", "got meta"):
+        kernel.matmul_2d(x, b, b_scale, [128, 128], activation_scale=torch.ones((), device="meta"))
+    x, b, b_scale, offsets = moe
+    with _raises(ValueError, "matmul_grouped: all tensors must be on one device; expected offsets on", "got meta"):
+        kernel.matmul_grouped(x, b, b_scale, offsets.to("meta"), None, [128, 128])
+    with _raises(ValueError, "matmul_batched", "expected expert_ids on", "got meta"):
+        kernel.matmul_batched(x, b, b_scale, torch.zeros(M, dtype=torch.int64, device="meta"), [128, 128])
+    with _raises(ValueError, "grouped_gemm", "expected b on", "got meta"):
+        kernel.grouped_gemm(x.float().to(b.dtype), b.to("meta"), torch.ones(M, 3, device=device), b_scale, offsets=offsets)
+
+
+@pytest.mark.kernels_ci
+def test_grouped_routing(kernel, device, moe):
+    x, b, b_scale, offsets = moe
+    with _raises(TypeError, "matmul_grouped: offsets must be torch.int32 or torch.int64", "torch.float32"):
+        kernel.matmul_grouped(x, b, b_scale, offsets.float(), None, [128, 128])
+    with _raises(ValueError, "matmul_grouped: offsets must have shape [E] = [4]", "[3]"):
+        kernel.matmul_grouped(x, b, b_scale, offsets[:3], None, [128, 128])
+    with _raises(ValueError, "matmul_grouped: offsets or tokens_per_expert must be given, got neither"):
+        kernel.matmul_grouped(x, b, b_scale, None, None, [128, 128])
+    with _raises(TypeError, "tokens_per_expert must be torch.int32 or torch.int64 or torch.float32", "torch.float16"):
+        kernel.matmul_grouped(x, b, b_scale, None, offsets.half(), [128, 128])
+    for bad in (torch.float32, torch.bool, torch.int16):
+        with _raises(TypeError, "matmul_batched: expert_ids must be torch.int32 or torch.int64", str(bad)):
+            kernel.matmul_batched(x, b, b_scale, torch.zeros(M, device=device).to(bad), [128, 128])
+    with _raises(ValueError, "matmul_batched: expert_ids must have shape [M] = [65]", "[64]"):
+        kernel.matmul_batched(x, b, b_scale, torch.zeros(M - 1, dtype=torch.int64, device=device), [128, 128])
+
+
+@pytest.mark.kernels_ci
+def test_grouped_weights(kernel, device, moe):
+    x, b, b_scale, offsets = moe
+    with _raises(ValueError, "matmul_grouped: Bs must have shape [E, ceil(N/128), ceil(K/128)] = [4, 2, 3]", "[3, 2, 3]"):
+        kernel.matmul_grouped(x, b, b_scale[:3], offsets, None, [128, 128])
+    with _raises(ValueError, "matmul_batched: B must be a 3-D tensor [E, N, K]", "(192, 300)"):
+        kernel.matmul_batched(x, b[0], b_scale[0], torch.zeros(M, dtype=torch.int64, device=device), [128, 128])
+    with _raises(ValueError, "matmul_grouped: A must be a 2-D tensor [M, K]", "(1, 65, 300)"):
+        kernel.matmul_grouped(x[None], b, b_scale, offsets, None, [128, 128])
+    with _raises(ValueError, "matmul_grouped: block_size must be [128, 128]", "[64, 128]"):
+        kernel.matmul_grouped(x, b, b_scale, offsets, None, [64, 128])
+    with _raises(TypeError, "matmul_grouped: Bs must be torch.float32 or torch.float8_e8m0fnu", "torch.float16"):
+        kernel.matmul_grouped(x, b, b_scale.half(), offsets, None, [128, 128])
+
+
+@pytest.mark.kernels_ci
+def test_grouped_gemm_arguments(kernel, device, moe):
+    x, b, b_scale, offsets = moe
+    a, a_scale = x.float().to(b.dtype), torch.rand(M, 3, device=device)
+    ids = torch.zeros(M, dtype=torch.int64, device=device)
+    with _raises(ValueError, "grouped_gemm: exactly one of offsets, expert_ids, masked_m must be given", "['offsets', 'expert_ids']"):
+        kernel.grouped_gemm(a, b, a_scale, b_scale, offsets=offsets, expert_ids=ids)
+    with _raises(ValueError, "grouped_gemm: exactly one of", "none"):
+        kernel.grouped_gemm(a, b, a_scale, b_scale)
+    with _raises(ValueError, "grouped_gemm: a must be [E, max_m, K] and a_scale [E, max_m, ceil(K/128)]", "(65, 300)"):
+        kernel.grouped_gemm(a, b, a_scale, b_scale, masked_m=torch.ones(E, dtype=torch.int32, device=device))
+    with _raises(ValueError, "grouped_gemm: a must have shape [E, max_m, K] with E = b.shape[0] = 4", "(5, 13, 300)"):
+        kernel.grouped_gemm(a.view(5, 13, K), b, a_scale.view(5, 13, 3), b_scale, masked_m=torch.ones(E, dtype=torch.int32, device=device))
+    with _raises(ValueError, "grouped_gemm: out must have shape (65, 192)", "(65, 191)"):
+        kernel.grouped_gemm(a, b, a_scale, b_scale, offsets=offsets, out=_out(device, (M, N - 1)))
+    with _raises(TypeError, "grouped_gemm: out_dtype is torch.float16 but out has dtype torch.bfloat16"):
+        kernel.grouped_gemm(a, b, a_scale, b_scale, offsets=offsets, out=_out(device), out_dtype=torch.float16)
+    with _raises(ValueError, "grouped_gemm: b must be a 3-D tensor [E, N, K]", "(192, 300)"):
+        kernel.grouped_gemm(a, b[0], a_scale, b_scale, offsets=offsets)
+
+
+def test_grouped_offsets_values_checked_on_cpu(kernel, device, moe):
+    # Device data is host-readable only on the CPU; GPU kernels clamp segments instead (README).
+    if device != "cpu":
+        pytest.skip("routing values are checked where they are host-readable: the CPU backend")
+    x, b, b_scale, _ = moe
+    decreasing = torch.tensor([10, 5, 40, 65], dtype=torch.int32)
+    with _raises(RuntimeError, "group_ends must be non-decreasing", "group_ends[1] = 5 after 10"):
+        kernel.matmul_grouped(x, b, b_scale, decreasing, None, [128, 128])
+    with _raises(RuntimeError, "group_ends must be <= M = 65", "group_ends[3] = 70"):
+        kernel.matmul_grouped(x, b, b_scale, None, torch.tensor([10.0, 0, 30, 30]), [128, 128])

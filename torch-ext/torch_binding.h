@@ -1,31 +1,45 @@
-// The `gemm` op as the binding registers it: one mutating op that writes into a caller-allocated
-// `out`, so that the Python wrapper (torch-ext/gemm/__init__.py) owns allocation and batch flattening,
-// and torch.compile sees a single out-variant op with a fake implementation.
+// The ops as the binding registers them: each writes into caller-allocated outputs (its `Tensor!`
+// arguments) and returns nothing, so that the Python package (torch-ext/gemm/) owns allocation and
+// batch flattening, and torch.compile sees out-variant ops with fake implementations.
 //
 //   gemm(Tensor! out, Tensor a, Tensor b, Tensor a_scale, Tensor b_scale) -> ()
+//     out     [M, N]                     bfloat16 | float16 | float32, row stride may be padded, inner stride 1
+//     a       [M, K]                     float8_e4m3fn | float8_e4m3fnuz (fnuz: ROCm and CPU only)
+//     b       [N, K]                     float8_e4m3fn | float8_e4m3fnuz (weight layout)
+//     a_scale [M, ceil(K/128)]           float32 | float8_e8m0fnu (UE8M0, read as it is)
+//     b_scale [ceil(N/128), ceil(K/128)] float32 | float8_e8m0fnu
 //
-//   out     [M, N]                 bfloat16 | float16 | float32, row stride may be padded, inner stride 1
-//   a       [M, K]                 float8_e4m3fn | float8_e4m3fnuz (fnuz: ROCm and CPU only)
-//   b       [N, K]                 same FP8 dtype as a (weight layout)
-//   a_scale [M, ceil(K/128)]       float32
-//   b_scale [ceil(N/128), ceil(K/128)] float32
+//   grouped_gemm(Tensor! out, Tensor a, Tensor b, Tensor a_scale, Tensor b_scale, Tensor? group_ends,
+//                Tensor? row_group) -> ()
+//     as gemm, with b [E, N, K] and b_scale [E, ceil(N/128), ceil(K/128)]; exactly one of
+//     group_ends [E] int32 (inclusive cumsum: rows [ends[g-1], ends[g]) use expert g, rows >= ends[E-1]
+//     are not written) and row_group [M] int64 (an expert id per row; ids outside [0, E) leave their
+//     row unwritten). The CPU backend refuses offsets that decrease, are negative or exceed M.
+//
+//   quantize(Tensor! q, Tensor! scale, Tensor x, Tensor? static_scale, bool pow2_scale) -> ()
+//     x [M, K] bfloat16 | float16 | float32; q [M, K] float8_e4m3fn | float8_e4m3fnuz, inner stride 1;
+//     scale [M, ceil(K/128)] float32 | float8_e8m0fnu, row-major or M-major; static_scale None or a
+//     one-element float32 tensor; numerics in gemm/gemm_contract.h (QuantizeArgs).
 //
 // Every violated precondition raises (ValueError for shapes/strides/devices, TypeError for dtypes,
-// RuntimeError for a backend refusal); nothing prints, aborts or synchronizes.
+// RuntimeError for a backend refusal); nothing prints, aborts or synchronizes. A GPU build refuses
+// CPU tensors with a ValueError.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
+#include <optional>
+
 namespace gemm_binding {
 
-#if defined(CPU_KERNEL)
-void gemm_cpu(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at::Tensor& a_scale,
-              const at::Tensor& b_scale);
-#endif
+void gemm_op(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at::Tensor& a_scale,
+             const at::Tensor& b_scale);
 
-#if defined(CUDA_KERNEL) || defined(ROCM_KERNEL)
-void gemm_gpu(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at::Tensor& a_scale,
-              const at::Tensor& b_scale);
-#endif
+void grouped_gemm_op(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at::Tensor& a_scale,
+                     const at::Tensor& b_scale, const std::optional<at::Tensor>& group_ends,
+                     const std::optional<at::Tensor>& row_group);
+
+void quantize_op(at::Tensor& q, at::Tensor& scale, const at::Tensor& x, const std::optional<at::Tensor>& static_scale,
+                 bool pow2_scale);
 
 }  // namespace gemm_binding

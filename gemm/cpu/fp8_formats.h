@@ -9,9 +9,13 @@
 //  - e4m3fnuz: LLVM APFloat `Float8E4M3FNUZ` (after Graphcore, "8-bit Numerical Formats for Deep
 //    Neural Networks", 2022), the AMD gfx942 FP8 type: exponent bias 8, no infinities, no -0, the
 //    byte 0x80 is the only NaN, max 0x7F = 240.
+//  - UE8M0 (scales): OCP Microscaling Formats (MX) v1.0, §5.4: an unsigned 8-bit exponent worth
+//    2^(e - 127), no zero, 0xFF is NaN (torch.float8_e8m0fnu).
+//  - IEEE 754 binary16 (fp16 inputs of the quantizer): bias 15, 10 mantissa bits.
 #pragma once
 
 #include <array>
+#include <cstring>
 #include <cstdint>
 #include <limits>
 
@@ -135,6 +139,158 @@ inline Float decode_e4m3_vector(Int code, const Fp8Decoder& decoder) {
                          ? magnitude == static_cast<int32_t>(kFp8MagnitudeMask)
                          : code == static_cast<int32_t>(kFp8SignBit);
   return (Float)((bits & ~is_nan) | (is_nan & kFp32QuietNaNBits));  // vector casts keep the bits
+}
+
+// UE8M0 scale byte -> fp32: the byte is fp32's exponent field, except 0 (2^-127, an fp32 subnormal)
+// and 0xFF (NaN).
+constexpr uint32_t kUe8m0Nan = 0xFF;
+constexpr int32_t kFp32Exp2Minus127Bits = 0x00400000;
+
+inline float decode_ue8m0(uint8_t code) {
+  const int32_t bits = code == 0                ? kFp32Exp2Minus127Bits
+                       : code == kUe8m0Nan      ? kFp32QuietNaNBits
+                                                : static_cast<int32_t>(code) << kFp32MantissaBits;
+  float value;
+  std::memcpy(&value, &bits, sizeof(value));
+  return value;
+}
+
+// A power-of-two fp32 scale >= 2^-127 (or inf / NaN) as its UE8M0 byte: fp32's exponent field
+// (0 for 2^-127, 0xFF for inf and NaN).
+inline uint8_t encode_ue8m0(float pow2) {
+  uint32_t bits;
+  std::memcpy(&bits, &pow2, sizeof(bits));
+  return static_cast<uint8_t>(bits >> kFp32MantissaBits);
+}
+
+// The smallest scale UE8M0 can store.
+constexpr float kUe8m0Min = exp2_int(-kFp32ExponentBias);
+
+// Which scale encoding a tensor uses, and where its [outer, k block] multipliers are.
+struct ScaleView {
+  const void* data;
+  int64_t stride_outer, stride_k;  // elements
+  ScaleFormat format;
+
+  float at(int64_t outer, int64_t kb) const {
+    const int64_t index = outer * stride_outer + kb * stride_k;
+    return format == ScaleFormat::kUE8M0 ? decode_ue8m0(static_cast<const uint8_t*>(data)[index])
+                                         : static_cast<const float*>(data)[index];
+  }
+  // The same layout `elements` further on (another group's scales).
+  ScaleView offset(int64_t elements) const {
+    const int64_t bytes = elements * (format == ScaleFormat::kUE8M0 ? 1 : int64_t{sizeof(float)});
+    return {static_cast<const uint8_t*>(data) + bytes, stride_outer, stride_k, format};
+  }
+};
+
+// Smallest power of two >= s for a positive s (inf stays inf, 2^127 < s rounds to inf): a
+// normal's exponent goes up by one unless its mantissa is zero; subnormals are scaled into the
+// normal range first, exactly, so the same rule applies.
+constexpr float kSubnormalLift = 0x1p64f;
+inline float ceil_pow2(float s) {
+  const bool subnormal = s < std::numeric_limits<float>::min();
+  const float lifted = subnormal ? s * kSubnormalLift : s;
+  uint32_t bits;
+  std::memcpy(&bits, &lifted, sizeof(bits));
+  constexpr uint32_t kMantissa = (1u << kFp32MantissaBits) - 1;
+  bits = (bits + kMantissa) & ~kMantissa;
+  float rounded;
+  std::memcpy(&rounded, &bits, sizeof(rounded));
+  return subnormal ? rounded / kSubnormalLift : rounded;
+}
+
+// fp32 -> e4m3 code, round to nearest even, for |v| <= the format's max or NaN (callers saturate
+// first, as the quantizer's recipe does). Normals: the fp32 fields rebiased and rounded to three
+// mantissa bits in the integer domain. Subnormals: adding a magic number whose fp32 spacing is the
+// format's subnormal step makes the fp32 adder round |v| to that step; its bits minus the magic's
+// are the code (the top step lands on the smallest normal's code). The tests check every code.
+struct Fp8Encoder {
+  E4M3Encoding encoding;
+  float max;                      // largest finite value
+  float min_normal;               // 2^(1 - bias)
+  float subnormal_magic;          // 2^(1 - bias - 3 + 23): its fp32 spacing is the subnormal step
+  int32_t subnormal_magic_bits;
+  int32_t rebias;                 // (127 - bias) << 23
+
+  constexpr Fp8Encoder(E4M3Encoding enc, float max_value)
+      : encoding(enc),
+        max(max_value),
+        min_normal(exp2_int(1 - enc.exponent_bias)),
+        subnormal_magic(exp2_int(magic_exponent(enc))),
+        subnormal_magic_bits((magic_exponent(enc) + kFp32ExponentBias) << kFp32MantissaBits),
+        rebias((kFp32ExponentBias - enc.exponent_bias) << kFp32MantissaBits) {}
+
+ private:
+  static constexpr int magic_exponent(E4M3Encoding enc) {
+    return 1 - enc.exponent_bias - kFp8MantissaBits + kFp32MantissaBits;
+  }
+};
+
+// nullptr for a format value outside the enum (the caller reports it).
+inline const Fp8Encoder* fp8_encoder(Fp8Format format) {
+  static constexpr Fp8Encoder kFN{kE4M3FNEncoding, kE4M3FNTable[0x7E]};
+  static constexpr Fp8Encoder kFNUZ{kE4M3FNUZEncoding, kE4M3FNUZTable[0x7F]};
+  switch (format) {
+    case Fp8Format::kE4M3FN:
+      return &kFN;
+    case Fp8Format::kE4M3FNUZ:
+      return &kFNUZ;
+  }
+  return nullptr;
+}
+
+// binary16 / bfloat16 -> fp32 on vectors of int32 lanes holding the 16-bit patterns, exact. fp16
+// subnormals come from an integer conversion (no fp32 denormal operand, as in decode_e4m3_vector);
+// inf and NaN keep their payload, as torch converts.
+constexpr int kFp16MantissaBits = 10;
+constexpr int32_t kFp16ExponentMask = 0x1F << kFp16MantissaBits;
+constexpr int kFp16ExponentBias = 15;
+constexpr int k16BitShift = 16;
+
+template <class Float, class Int>
+inline Float decode_bf16_vector(Int half_bits) {
+  return (Float)(half_bits << k16BitShift);
+}
+
+template <class Float, class Int>
+inline Float decode_fp16_vector(Int half_bits) {
+  constexpr float kSubnormalUnit = exp2_int(1 - kFp16ExponentBias - kFp16MantissaBits);
+  constexpr int kFieldShift = kFp32MantissaBits - kFp16MantissaBits;
+  constexpr int32_t kRebias = (kFp32ExponentBias - kFp16ExponentBias) << kFp32MantissaBits;
+  constexpr int32_t kFp32ExponentMask = 0xFF << kFp32MantissaBits;
+  const Int magnitude = half_bits & 0x7FFF;
+  const Int exponent = magnitude & kFp16ExponentMask;
+  const Int normal = (magnitude << kFieldShift) + kRebias;
+  const Int special = (magnitude << kFieldShift) | kFp32ExponentMask;
+  const Int subnormal = (Int)(__builtin_convertvector(magnitude, Float) * kSubnormalUnit);
+  Int bits = exponent == 0 ? subnormal : (exponent == kFp16ExponentMask ? special : normal);
+  return (Float)(bits | ((half_bits & 0x8000) << k16BitShift));
+}
+
+// Codes in int32 lanes. NaN becomes S.1111.111 (e4m3fn, sign kept, as torch converts) or 0x80
+// (e4m3fnuz); e4m3fnuz has no -0, so a negative value that rounds to zero is 0x00.
+template <class Float, class Int>
+inline Int encode_e4m3_vector(Float v, const Fp8Encoder& encoder) {
+  constexpr int32_t kAbsMask = 0x7FFFFFFF;
+  constexpr int32_t kFp32InfBits = 0x7F800000;
+  constexpr int kDroppedBits = kFp32MantissaBits - kFp8MantissaBits;
+  constexpr int32_t kHalfStepMinusOne = (1 << (kDroppedBits - 1)) - 1;
+  const Int bits = (Int)v;
+  const Int abs_bits = bits & kAbsMask;
+  const Float abs = (Float)abs_bits;
+  const Int rebiased = abs_bits - encoder.rebias;
+  const Int normal = (rebiased + kHalfStepMinusOne + ((rebiased >> kDroppedBits) & 1)) >> kDroppedBits;
+  const Int subnormal = (Int)(abs + encoder.subnormal_magic) - encoder.subnormal_magic_bits;
+  const Int is_subnormal = abs < encoder.min_normal;
+  Int code = (subnormal & is_subnormal) | (normal & ~is_subnormal);
+  const Int sign = (bits >> kFp32SignShift) & static_cast<int32_t>(kFp8SignBit);
+  const Int is_nan = abs_bits > kFp32InfBits;
+  if (encoder.encoding.negative_zero_is_nan) {
+    code |= sign & (code != 0);
+    return (code & ~is_nan) | (is_nan & static_cast<int32_t>(kFp8SignBit));
+  }
+  return ((code & ~is_nan) | (is_nan & static_cast<int32_t>(kFp8MagnitudeMask))) | sign;
 }
 
 }  // namespace gemm::cpu

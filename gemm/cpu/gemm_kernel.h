@@ -5,6 +5,8 @@
 //   partial[m, n] = sum_k decode(A[m, k]) * decode(B[n, k])       (fp32, k ascending)
 //   acc[m, n]     = acc[m, n] + partial[m, n] * (As[m, kb] * Bs[n / 128, kb])    (fp32)
 // then acc is rounded once to the output format (bf16/fp16: round to nearest even, NaN kept).
+// As and Bs are read as they are stored (fp32, or UE8M0 bytes decoded to the same fp32 value), so
+// UE8M0 and fp32 powers of two give identical results.
 // The AVX-512 and AVX2 paths fuse each multiply-add (FMA); SSE2 and the portable path (other
 // architectures) may round twice.
 //
@@ -31,31 +33,45 @@ namespace gemm::cpu {
 // best).
 constexpr int64_t kPrefetchKRows = 32;
 
-// What every task of one row chunk shares. The packed A layout depends on the selected ISA's kMR.
+// Rows are addressed by position: positions are rows themselves (dense GEMM, contiguous groups) or
+// index a row list sorted by group (groups by row id). A segment is the positions of one group.
+inline int64_t row_at(const int64_t* row_index, int64_t position) {
+  return row_index != nullptr ? row_index[position] : position;
+}
+
+// What every task of one chunk shares. The packed A layout depends on the selected ISA's kMR.
 struct ChunkPlan {
   const GemmArgs* args;
   const Fp8Decoder* b_decoder;
+  ScaleView a_scale, b_scale;
+  const int64_t* row_index;  // position -> row, or nullptr when they are the same
   int64_t k_blocks;
-  int64_t m_begin;          // first row of the chunk
-  int64_t rows;             // rows in the chunk
-  int64_t row_tiles;        // ceil(rows / kMR)
-  int64_t tile_rows;        // rows of every row tile but the last: rows spread evenly, <= kMR
-  int64_t n_tiles;          // ceil(n / kTileN)
-  int64_t tiles_per_split;  // row tiles per task
-  // [k_blocks][row_tiles][kScaleBlockK][kMR]: one K block of all rows is contiguous.
+  int64_t n_tiles;           // ceil(n / kTileN)
+  const RowTile* tiles;      // the chunk's row tiles, ordered by position
+  int64_t num_tiles;
+  const Piece* pieces;       // ordered by task_begin
+  int64_t num_pieces;
+  // [k_blocks][tiles][kScaleBlockK][kMR]: one K block of all rows is contiguous.
   const float* a_pack;
 };
 
-// Decodes fp8 src[r * stride_row + k * stride_k] (r < valid_rows, k < k_len) into
-// dst[k * padded_rows + r]; rows valid_rows..padded_rows are zero so padded lanes add nothing
+// The piece a task belongs to.
+inline const Piece& find_piece(const ChunkPlan& plan, int64_t task) {
+  const Piece* after = std::upper_bound(plan.pieces, plan.pieces + plan.num_pieces, task,
+                                        [](int64_t t, const Piece& p) { return t < p.task_begin; });
+  return after[-1];
+}
+
+// Decodes fp8 src[row_at(row_index, r) * stride_row + k * stride_k] (r < valid_rows, k < k_len)
+// into dst[k * padded_rows + r]; rows valid_rows..padded_rows are zero so padded lanes add nothing
 // (and a NaN in one row never reaches another row). `vector_rows` x `vector_k` leading rows and
 // columns were already written by decode_panel_vector.
 inline void decode_panel(const uint8_t* src, int64_t stride_row, int64_t stride_k,
                          int64_t valid_rows, int64_t padded_rows, int64_t k_len,
                          const float* table, float* dst, int64_t vector_rows = 0,
-                         int64_t vector_k = 0) {
+                         int64_t vector_k = 0, const int64_t* row_index = nullptr) {
   for (int64_t r = 0; r < valid_rows; ++r) {
-    const uint8_t* row = src + r * stride_row;
+    const uint8_t* row = src + row_at(row_index, r) * stride_row;
     for (int64_t k = r < vector_rows ? vector_k : 0; k < k_len; ++k)
       dst[k * padded_rows + r] = table[row[k * stride_k]];
   }
@@ -180,26 +196,30 @@ inline void micro_kernel_rows(int64_t rows, const float* a_panel, const float* b
   micro_kernel<Isa, kRows>(a_panel, b_panel, k_len, acc, acc_stride, row_scale);
 }
 
+// Row i of acc goes to row row_at(row_index, i) of c.
 template <class T>
 inline void store_tile(const float* acc, int64_t rows, int64_t cols, T* c, int64_t c_stride_m,
-                int64_t c_stride_n) {
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j)
-      c[i * c_stride_m + j * c_stride_n] = static_cast<T>(acc[i * kTileN + j]);
+                       int64_t c_stride_n, const int64_t* row_index) {
+  for (int64_t i = 0; i < rows; ++i) {
+    T* c_row = c + row_at(row_index, i) * c_stride_m;
+    for (int64_t j = 0; j < cols; ++j) c_row[j * c_stride_n] = static_cast<T>(acc[i * kTileN + j]);
+  }
 }
 
-// One task: a kTileN-column strip times a run of row tiles of the chunk, all K blocks.
-// `scratch` holds the decoded B panel then the fp32 accumulator tile.
+// One task: a kTileN-column strip times a run of row tiles of one piece, all K blocks, with the
+// piece's group of B. `scratch` holds the decoded B panel then the fp32 accumulator tile.
 template <class Isa>
 inline void run_task(const ChunkPlan& plan, int64_t task, float* scratch) {
   using Cfg = TileConfig<Isa>;
   const GemmArgs& g = *plan.args;
-  const int64_t n_tile = task % plan.n_tiles;
-  const int64_t tile_begin = task / plan.n_tiles * plan.tiles_per_split;
-  const int64_t tile_end = std::min(plan.row_tiles, tile_begin + plan.tiles_per_split);
-  if (tile_begin >= tile_end) return;
-  const int64_t row_begin = tile_begin * plan.tile_rows;
-  const int64_t rows = std::min(tile_end * plan.tile_rows, plan.rows) - row_begin;
+  const Piece& piece = find_piece(plan, task);
+  const int64_t local_task = task - piece.task_begin;
+  const int64_t n_tile = local_task % plan.n_tiles;
+  const int64_t tile_begin = piece.tile_begin + local_task / plan.n_tiles * piece.tiles_per_split;
+  const int64_t tile_end = std::min(piece.tile_end, tile_begin + piece.tiles_per_split);
+  const int64_t position_begin = plan.tiles[tile_begin].position;
+  const RowTile& last = plan.tiles[tile_end - 1];
+  const int64_t rows = last.position + last.rows - position_begin;
   const int64_t n_begin = n_tile * kTileN;
   const int64_t cols = std::min(kTileN, g.n - n_begin);
   const int64_t strips = ceil_div(cols, Cfg::kNR);
@@ -208,8 +228,8 @@ inline void run_task(const ChunkPlan& plan, int64_t task, float* scratch) {
   float* acc = scratch + kTileN * kScaleBlockK;
   std::fill(acc, acc + rows * kTileN, 0.0f);
 
-  const auto* b_bytes = static_cast<const uint8_t*>(g.b);
-  const float* b_scale_row = static_cast<const float*>(g.b_scale) + n_begin / kScaleBlockN * g.b_scale_stride_n;
+  const auto* b_bytes = static_cast<const uint8_t*>(g.b) + piece.group * g.b_stride_group;
+  const ScaleView b_scale = plan.b_scale.offset(piece.group * g.b_scale_stride_group);
   for (int64_t kb = 0; kb < plan.k_blocks; ++kb) {
     const int64_t k_begin = kb * kScaleBlockK;
     const int64_t k_len = std::min(kScaleBlockK, g.k - k_begin);
@@ -233,35 +253,37 @@ inline void run_task(const ChunkPlan& plan, int64_t task, float* scratch) {
         decode_panel(src, g.b_stride_n, g.b_stride_k, valid, Cfg::kNR, k_len, plan.b_decoder->table,
                      dst);
     }
-    const float b_scale = b_scale_row[kb * g.b_scale_stride_k];
+    const float b_scale_value = b_scale.at(n_begin / kScaleBlockN, kb);
     for (int64_t tile = tile_begin; tile < tile_end; ++tile) {
-      const int64_t r = tile * plan.tile_rows;
-      const int64_t tile_rows = std::min(plan.tile_rows, plan.rows - r);
+      const RowTile& row_tile = plan.tiles[tile];
       float row_scale[Cfg::kMR];
-      for (int64_t i = 0; i < tile_rows; ++i)
+      for (int64_t i = 0; i < row_tile.rows; ++i)
         row_scale[i] =
-            static_cast<const float*>(g.a_scale)[(plan.m_begin + r + i) * g.a_scale_stride_m + kb * g.a_scale_stride_k] *
-            b_scale;
-      const float* a_panel = plan.a_pack + (kb * plan.row_tiles + tile) * kScaleBlockK * Cfg::kMR;
-      float* acc_tile = acc + (r - row_begin) * kTileN;
+            plan.a_scale.at(row_at(plan.row_index, row_tile.position + i), kb) * b_scale_value;
+      const float* a_panel = plan.a_pack + (kb * plan.num_tiles + tile) * kScaleBlockK * Cfg::kMR;
+      float* acc_tile = acc + (row_tile.position - position_begin) * kTileN;
       for (int64_t s = 0; s < strips; ++s)
-        micro_kernel_rows<Isa>(tile_rows, a_panel, b_pack + s * Cfg::kNR * kScaleBlockK, k_len,
+        micro_kernel_rows<Isa>(row_tile.rows, a_panel, b_pack + s * Cfg::kNR * kScaleBlockK, k_len,
                                acc_tile + s * Cfg::kNR, kTileN, row_scale);
     }
   }
 
-  const int64_t c_offset = (plan.m_begin + row_begin) * g.c_stride_m + n_begin * g.c_stride_n;
+  // Rows of the task by position: c is indexed through the row list, if any.
+  const bool identity = plan.row_index == nullptr;
+  const int64_t* row_index = identity ? nullptr : plan.row_index + position_begin;
+  const int64_t c_offset = (identity ? position_begin : 0) * g.c_stride_m + n_begin * g.c_stride_n;
   switch (g.c_format) {
     case OutFormat::kBF16:
       store_tile(acc, rows, cols, static_cast<c10::BFloat16*>(g.c) + c_offset, g.c_stride_m,
-                 g.c_stride_n);
+                 g.c_stride_n, row_index);
       break;
     case OutFormat::kFP16:
       store_tile(acc, rows, cols, static_cast<c10::Half*>(g.c) + c_offset, g.c_stride_m,
-                 g.c_stride_n);
+                 g.c_stride_n, row_index);
       break;
     case OutFormat::kFP32:
-      store_tile(acc, rows, cols, static_cast<float*>(g.c) + c_offset, g.c_stride_m, g.c_stride_n);
+      store_tile(acc, rows, cols, static_cast<float*>(g.c) + c_offset, g.c_stride_m, g.c_stride_n,
+                 row_index);
       break;
   }
 }

@@ -3,11 +3,15 @@
 // Every output element is computed by one thread in a fixed order, so results do not depend on
 // the thread count (the numerics are in gemm_kernel.h).
 //
-// Blocking: rows are processed in chunks whose A is decoded once into a packed fp32 panel
-// ([K block][row tile][k][kMR]); each task owns a kTileN-column strip of B, decodes one K block of
-// it at a time into a packed panel ([k][kNR] per strip, hot in L1/L2) and reuses it for every row
-// tile of the chunk. The micro-kernel keeps a kMR x kNR partial product in vector registers for one
-// K block, then promotes it into the task's fp32 accumulator tile with the per-row scale.
+// Blocking: rows are processed in chunks of row tiles whose A is decoded once into a packed fp32
+// panel ([K block][row tile][k][kMR]); each task owns a kTileN-column strip of B, decodes one K
+// block of it at a time into a packed panel ([k][kNR] per strip, hot in L1/L2) and reuses it for
+// every row tile of its run. The micro-kernel keeps a kMR x kNR partial product in vector registers
+// for one K block, then promotes it into the task's fp32 accumulator tile with the per-row scale.
+//
+// Grouped GEMMs run the same path: each group's rows (a range, or rows gathered by id) become its
+// own row tiles, a chunk may hold several groups, and a task reads its group's B; tasks of all
+// groups of a chunk run in one parallel loop, so small groups share the threads.
 #include "../gemm_contract.h"
 
 #include <ATen/Parallel.h>
@@ -16,6 +20,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 // Vector types cross function boundaries only inside one ISA's flattened entry point, so the
 // psABI note about passing them without that ISA enabled does not apply.
@@ -24,6 +29,7 @@
 #include "fp8_formats.h"
 #include "gemm_kernel.h"
 #include "planner.h"
+#include "quantize_kernel.h"
 #include "tile_configs.h"
 #include "x86_vector_isa.h"
 
@@ -37,47 +43,49 @@ namespace {
 // Pins the vector ISA path (avx512, avx2, sse2, portable) instead of the widest one.
 constexpr const char* kIsaEnvVar = "GEMM_CPU_ISA";
 
-// One entry per ISA: `flatten` inlines the generic body so it is compiled for that target.
+// One pair of entries per ISA: `flatten` inlines the generic body so it is compiled for that target.
 using RunTaskFn = void (*)(const ChunkPlan&, int64_t, float*);
+using QuantizeRowsFn = void (*)(const QuantizeArgs&, const Fp8Encoder&, int64_t, int64_t);
+
+#define GEMM_CPU_ISA_ENTRIES(Isa, suffix, target_attribute)                                      \
+  target_attribute __attribute__((flatten)) void run_task_##suffix(                              \
+      const ChunkPlan& plan, int64_t task, float* scratch) {                                     \
+    run_task<Isa>(plan, task, scratch);                                                          \
+  }                                                                                              \
+  target_attribute __attribute__((flatten)) void quantize_rows_##suffix(                         \
+      const QuantizeArgs& args, const Fp8Encoder& encoder, int64_t begin, int64_t end) {         \
+    quantize_rows<Isa>(args, encoder, begin, end);                                               \
+  }
 
 #if defined(__x86_64__)
-__attribute__((target("avx512f,fma"), flatten)) void run_task_avx512(const ChunkPlan& plan,
-                                                                     int64_t task, float* scratch) {
-  run_task<IsaAvx512>(plan, task, scratch);
-}
-__attribute__((target("avx2,fma"), flatten)) void run_task_avx2(const ChunkPlan& plan, int64_t task,
-                                                                float* scratch) {
-  run_task<IsaAvx2Fma>(plan, task, scratch);
-}
-__attribute__((flatten)) void run_task_sse2(const ChunkPlan& plan, int64_t task, float* scratch) {
-  run_task<IsaSse2>(plan, task, scratch);
-}
+GEMM_CPU_ISA_ENTRIES(IsaAvx512, avx512, __attribute__((target("avx512f,fma"))))
+GEMM_CPU_ISA_ENTRIES(IsaAvx2Fma, avx2, __attribute__((target("avx2,fma"))))
+GEMM_CPU_ISA_ENTRIES(IsaSse2, sse2, )
 #endif
-__attribute__((flatten)) void run_task_portable(const ChunkPlan& plan, int64_t task,
-                                                float* scratch) {
-  run_task<IsaPortable>(plan, task, scratch);
-}
+GEMM_CPU_ISA_ENTRIES(IsaPortable, portable, )
+#undef GEMM_CPU_ISA_ENTRIES
 
 struct IsaPath {
   RunTaskFn run_task;
+  QuantizeRowsFn quantize_rows;
   bool (*supported)();
   int64_t row_tile;
   const char* name;
 };
 
 template <class Isa>
-constexpr IsaPath make_path(RunTaskFn fn) {
-  return {fn, &Isa::supported, TileConfig<Isa>::kMR, Isa::kName};
+constexpr IsaPath make_path(RunTaskFn run, QuantizeRowsFn quantize) {
+  return {run, quantize, &Isa::supported, TileConfig<Isa>::kMR, Isa::kName};
 }
 
 // Widest first.
 constexpr IsaPath kPaths[] = {
 #if defined(__x86_64__)
-    make_path<IsaAvx512>(run_task_avx512),
-    make_path<IsaAvx2Fma>(run_task_avx2),
-    make_path<IsaSse2>(run_task_sse2),
+    make_path<IsaAvx512>(run_task_avx512, quantize_rows_avx512),
+    make_path<IsaAvx2Fma>(run_task_avx2, quantize_rows_avx2),
+    make_path<IsaSse2>(run_task_sse2, quantize_rows_sse2),
 #endif
-    make_path<IsaPortable>(run_task_portable),
+    make_path<IsaPortable>(run_task_portable, quantize_rows_portable),
 };
 
 // The widest path this CPU runs, or the one GEMM_CPU_ISA names (to test or pin a narrower path);
@@ -107,6 +115,45 @@ std::string format_error(const char* name, int32_t value) {
          std::to_string(value);
 }
 
+bool known_scale_format(ScaleFormat format) {
+  return format == ScaleFormat::kF32 || format == ScaleFormat::kUE8M0;
+}
+
+const IsaPath* selected_path(std::string& error) {
+  static const IsaSelection selection = select_path();
+  error = selection.error;
+  return selection.path;
+}
+
+// The groups' rows as segments (and, for groups by row id, the row list they index). The offsets
+// are host memory here, so bad ones are refused instead of clamped.
+std::string plan_segments(const GemmArgs& args, std::vector<Segment>& segments,
+                          std::vector<int64_t>& row_index) {
+  if (args.num_groups == 0) {
+    segments = {{0, 0, args.m}};
+    return {};
+  }
+  if (args.num_groups < 0)
+    return "gemm (CPU): num_groups must be >= 0, got " + std::to_string(args.num_groups);
+  if ((args.group_ends == nullptr) == (args.row_group == nullptr))
+    return "gemm (CPU): a grouped GEMM needs exactly one of group_ends and row_group";
+  if (args.row_group != nullptr) {
+    segments = segments_from_row_groups(args.row_group, args.m, args.num_groups, row_index);
+    return {};
+  }
+  for (int64_t g = 0, previous = 0; g < args.num_groups; previous = args.group_ends[g++]) {
+    const int64_t end = args.group_ends[g];
+    if (end < previous)
+      return "gemm (CPU): group_ends must be non-decreasing and >= 0, got group_ends[" +
+             std::to_string(g) + "] = " + std::to_string(end) + " after " + std::to_string(previous);
+    if (end > args.m)
+      return "gemm (CPU): group_ends must be <= M = " + std::to_string(args.m) + ", got group_ends[" +
+             std::to_string(g) + "] = " + std::to_string(end);
+  }
+  segments = segments_from_ends(args.group_ends, args.num_groups);
+  return {};
+}
+
 }  // namespace
 }  // namespace gemm::cpu
 
@@ -114,8 +161,6 @@ namespace gemm {
 
 std::string gemm_launch(const GemmArgs& args, const Workspace& workspace, void* /*stream*/) {
   using namespace cpu;
-  if (args.a_scale_format != ScaleFormat::kF32 || args.b_scale_format != ScaleFormat::kF32 || args.num_groups != 0)
-    return "UE8M0 scales and grouped GEMMs are not implemented by the CPU backend";
   const Fp8Decoder* a_decoder = fp8_decoder(args.a_format);
   if (a_decoder == nullptr) return format_error("a_format", static_cast<int32_t>(args.a_format));
   const Fp8Decoder* b_decoder = fp8_decoder(args.b_format);
@@ -123,22 +168,39 @@ std::string gemm_launch(const GemmArgs& args, const Workspace& workspace, void* 
   if (args.c_format != OutFormat::kBF16 && args.c_format != OutFormat::kFP16 &&
       args.c_format != OutFormat::kFP32)
     return format_error("c_format", static_cast<int32_t>(args.c_format));
+  if (!known_scale_format(args.a_scale_format))
+    return format_error("a_scale_format", static_cast<int32_t>(args.a_scale_format));
+  if (!known_scale_format(args.b_scale_format))
+    return format_error("b_scale_format", static_cast<int32_t>(args.b_scale_format));
 
-  static const IsaSelection selection = select_path();
-  if (selection.path == nullptr) return selection.error;
-  const IsaPath& path = *selection.path;
+  std::string error;
+  const IsaPath* path = selected_path(error);
+  if (path == nullptr) return error;
+  std::vector<Segment> segments;
+  std::vector<int64_t> row_index;
+  error = plan_segments(args, segments, row_index);
+  if (!error.empty()) return error;
+
   const int64_t k_blocks = ceil_div(args.k, kScaleBlockK);
-  const int64_t chunk_rows = plan_chunk_rows(k_blocks, path.row_tile);
-  const int64_t max_row_tiles = ceil_div(std::min(args.m, chunk_rows), path.row_tile);
   const int64_t n_tiles = ceil_div(args.n, kTileN);
   const int64_t threads = std::max<int64_t>(1, at::get_num_threads());
+  const std::vector<ChunkSchedule> chunks =
+      plan_chunks(segments, args.k, n_tiles, path->row_tile,
+                  plan_chunk_tiles(k_blocks, path->row_tile), threads);
+  if (chunks.empty()) return {};  // every group empty: nothing to write
+  size_t max_tiles = 0;
+  int64_t max_slots = 0;
+  for (const ChunkSchedule& chunk : chunks) {
+    max_tiles = std::max(max_tiles, chunk.tiles.size());
+    max_slots = std::max(max_slots, chunk.slots);
+  }
 
   // Workspace: the packed A of one chunk, then one (B panel + accumulator) scratch per slot.
   const size_t a_pack_bytes =
-      round_up(sizeof(float) * max_row_tiles * k_blocks * kScaleBlockK * path.row_tile);
+      round_up(sizeof(float) * max_tiles * k_blocks * kScaleBlockK * path->row_tile);
   const size_t slot_bytes =
-      round_up(sizeof(float) * (kTileN * kScaleBlockK + max_row_tiles * path.row_tile * kTileN));
-  const size_t total_bytes = a_pack_bytes + slot_bytes * threads;
+      round_up(sizeof(float) * (kTileN * kScaleBlockK + max_tiles * path->row_tile * kTileN));
+  const size_t total_bytes = a_pack_bytes + slot_bytes * max_slots;
   if (workspace.allocate == nullptr)
     return "gemm (CPU): workspace.allocate must be set, got nullptr";
   auto* base = static_cast<unsigned char*>(workspace.get(total_bytes));
@@ -148,48 +210,75 @@ std::string gemm_launch(const GemmArgs& args, const Workspace& workspace, void* 
   unsigned char* slots_base = base + a_pack_bytes;
 
   const auto* a_bytes = static_cast<const uint8_t*>(args.a);
-  for (int64_t m_begin = 0; m_begin < args.m; m_begin += chunk_rows) {
+  const int64_t* rows = row_index.empty() ? nullptr : row_index.data();
+  for (const ChunkSchedule& chunk : chunks) {
     ChunkPlan plan{};
     plan.args = &args;
     plan.b_decoder = b_decoder;
+    plan.a_scale = {args.a_scale, args.a_scale_stride_m, args.a_scale_stride_k, args.a_scale_format};
+    plan.b_scale = {args.b_scale, args.b_scale_stride_n, args.b_scale_stride_k, args.b_scale_format};
+    plan.row_index = rows;
     plan.k_blocks = k_blocks;
-    plan.m_begin = m_begin;
-    plan.rows = std::min(chunk_rows, args.m - m_begin);
-    plan.row_tiles = ceil_div(plan.rows, path.row_tile);
-    // e.g. 16 rows as 8 + 8 rather than 12 + 4: a thin tile is load-bound in the micro-kernel.
-    plan.tile_rows = ceil_div(plan.rows, plan.row_tiles);
     plan.n_tiles = n_tiles;
+    plan.tiles = chunk.tiles.data();
+    plan.num_tiles = static_cast<int64_t>(chunk.tiles.size());
+    plan.pieces = chunk.pieces.data();
+    plan.num_pieces = static_cast<int64_t>(chunk.pieces.size());
     plan.a_pack = a_pack;
 
     at::parallel_for(
-        0, plan.row_tiles * k_blocks, plan_a_decode_grain(path.row_tile),
+        0, plan.num_tiles * k_blocks, plan_a_decode_grain(path->row_tile),
         [&](int64_t begin, int64_t end) {
           for (int64_t item = begin; item < end; ++item) {
-            const int64_t kb = item / plan.row_tiles, tile = item % plan.row_tiles;
-            const int64_t row = tile * plan.tile_rows;
+            const int64_t kb = item / plan.num_tiles;
+            const RowTile& tile = plan.tiles[item % plan.num_tiles];
             const int64_t k_begin = kb * kScaleBlockK;
-            decode_panel(a_bytes + (m_begin + row) * args.a_stride_m + k_begin * args.a_stride_k,
-                         args.a_stride_m, args.a_stride_k,
-                         std::min(plan.tile_rows, plan.rows - row), path.row_tile,
+            const uint8_t* src = a_bytes + k_begin * args.a_stride_k +
+                                 (rows == nullptr ? tile.position * args.a_stride_m : 0);
+            decode_panel(src, args.a_stride_m, args.a_stride_k, tile.rows, path->row_tile,
                          std::min(kScaleBlockK, args.k - k_begin), a_decoder->table,
-                         a_pack + item * kScaleBlockK * path.row_tile);
+                         a_pack + item * kScaleBlockK * path->row_tile, 0, 0,
+                         rows == nullptr ? nullptr : rows + tile.position);
           }
         });
 
-    const TaskSplit split = plan_tasks(args.k, plan.row_tiles, plan.tile_rows, n_tiles, threads);
-    plan.tiles_per_split = split.tiles_per_split;
     // Each slot (one scratch, run by one thread at a time) claims tasks until none are left, so a
     // thread that starts late (cores shared) or a slower task does not leave work stranded. Every
     // task writes its own outputs in a fixed order: the result does not depend on who runs it.
     std::atomic<int64_t> next_task{0};
-    at::parallel_for(0, split.slots, 1, [&](int64_t begin, int64_t end) {
+    at::parallel_for(0, chunk.slots, 1, [&](int64_t begin, int64_t end) {
       for (int64_t slot = begin; slot < end; ++slot) {
         auto* scratch = reinterpret_cast<float*>(slots_base + slot * slot_bytes);
-        for (int64_t task = next_task++; task < split.tasks; task = next_task++)
-          path.run_task(plan, task, scratch);
+        for (int64_t task = next_task++; task < chunk.tasks; task = next_task++)
+          path->run_task(plan, task, scratch);
       }
     });
   }
+  return {};
+}
+
+std::string quantize_launch(const QuantizeArgs& args, void* /*stream*/) {
+  using namespace cpu;
+  const Fp8Encoder* encoder = fp8_encoder(args.q_format);
+  if (encoder == nullptr) return format_error("q_format", static_cast<int32_t>(args.q_format));
+  if (args.x_format != InFormat::kBF16 && args.x_format != InFormat::kFP16 &&
+      args.x_format != InFormat::kFP32)
+    return format_error("x_format", static_cast<int32_t>(args.x_format));
+  if (!known_scale_format(args.scale_format))
+    return format_error("scale_format", static_cast<int32_t>(args.scale_format));
+  // UE8M0 stores powers of two only: a static scale it cannot hold would make q and scale disagree.
+  if (args.static_scale != nullptr && args.scale_format == ScaleFormat::kUE8M0) {
+    const float s = *args.static_scale;
+    if (!(s >= kUe8m0Min && ceil_pow2(s) == s))
+      return "gemm (CPU): static_scale must be a power of two >= 2^-127 to be stored as UE8M0, got " +
+             std::to_string(s);
+  }
+  std::string error;
+  const IsaPath* path = selected_path(error);
+  if (path == nullptr) return error;
+  at::parallel_for(0, args.m, plan_quantize_grain(args.k), [&](int64_t begin, int64_t end) {
+    path->quantize_rows(args, *encoder, begin, end);
+  });
   return {};
 }
 

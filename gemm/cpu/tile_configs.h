@@ -39,4 +39,19 @@ struct TileConfig {
   static_assert(kTileN % kNR == 0, "a column tile is a whole number of micro-tile strips");
 };
 
+// The schedule of one chunk (built by planner.h, read by the kernel). A row tile is at most kMR
+// consecutive positions of one group; positions are rows, or index a row list sorted by group.
+struct RowTile {
+  int64_t position;
+  int64_t rows;
+};
+
+// Row tiles of one chunk that belong to one group, and the tasks over them.
+struct Piece {
+  int64_t group;
+  int64_t tile_begin, tile_end;  // tiles of the chunk
+  int64_t tiles_per_split;       // row tiles per task
+  int64_t task_begin;            // tasks: (column tile, run of tiles_per_split row tiles), n-fastest
+};
+
 }  // namespace gemm::cpu

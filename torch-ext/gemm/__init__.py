@@ -1,18 +1,22 @@
 """FP8 block-scaled matmul: `C[M, N] = (a * a_scale) @ (b * b_scale).T` (DeepSeek-V3 recipe).
 
-See README.md for the contract. The native op is `ops.gemm(out, a, b, a_scale, b_scale)`, which
-validates everything and writes into `out`; `gemm()` below adds batch flattening and allocation.
+See README.md for the contract. The native ops (`ops.gemm`, `ops.grouped_gemm`, `ops.quantize`)
+validate everything and write into their first tensors. Python entry points:
+- `gemm()` / `grouped_gemm()`: FP8 activations with their scales (engines);
+- `matmul_2d` (alias `matmul`), `matmul_grouped`, `matmul_batched`: bf16/fp16/fp32 activations quantized
+  on the way in, kernels-community/finegrained-fp8's interface, which transformers calls;
+- `quantize_activation`, `quantize_weight`, `e4m3fn_to_e4m3fnuz`, `gemm_reference`: helpers.
 """
 
 from typing import Optional
 
 import torch
 
+from ._args import OUT_DTYPES, check_devices, merge_leading_dims
 from ._fp8 import SCALE_BLOCK_K, SCALE_BLOCK_N, e4m3fn_to_e4m3fnuz, fp8_max
+from ._grouped import grouped_gemm, matmul_batched, matmul_grouped
+from ._matmul import matmul, matmul_2d
 from ._ops import add_op_namespace_prefix, ops
-
-# What `gemm` can write; mirrors the binding's out formats.
-OUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 from ._quant import quantize_activation, quantize_weight
 from ._reference import gemm_reference
 
@@ -24,6 +28,11 @@ __all__ = [
     "fp8_max",
     "gemm",
     "gemm_reference",
+    "grouped_gemm",
+    "matmul",
+    "matmul_2d",
+    "matmul_batched",
+    "matmul_grouped",
     "ops",
     "quantize_activation",
     "quantize_weight",
@@ -43,8 +52,8 @@ def gemm(
 
     a:       [..., K] float8_e4m3fn (or float8_e4m3fnuz on ROCm/CPU)
     b:       [N, K] same FP8 dtype (weight layout)
-    a_scale: [..., ceil(K/128)] float32, one scale per row per 128 K
-    b_scale: [ceil(N/128), ceil(K/128)] float32, one scale per 128 x 128 block of b
+    a_scale: [..., ceil(K/128)] float32 or float8_e8m0fnu (UE8M0), one scale per row per 128 K
+    b_scale: [ceil(N/128), ceil(K/128)] float32 or float8_e8m0fnu, one scale per 128 x 128 block of b
     out:     optional [..., N] result tensor (row stride may be padded, inner stride 1)
     out_dtype: bfloat16 (default), float16 or float32; defaults to out.dtype when `out` is given.
 
@@ -52,7 +61,7 @@ def gemm(
     the call is asynchronous on the current stream and never synchronizes.
     """
     if a.dim() < 1:
-        raise ValueError(f"gemm: a must have shape [..., K], got a 0-D tensor")
+        raise ValueError("gemm: a must have shape [..., K], got a 0-D tensor")
     if b.dim() != 2:
         raise ValueError(f"gemm: b must be a 2-D tensor [N, K], got shape {tuple(b.shape)}")
     batch = a.shape[:-1]
@@ -75,7 +84,7 @@ def gemm(
             raise TypeError(f"gemm: out_dtype is {out_dtype} but out has dtype {out.dtype}")
         if out.shape != (*batch, n):
             raise ValueError(f"gemm: out must have shape {(*batch, n)}, got {tuple(out.shape)}")
-        out_2d = out if out.dim() == 2 else _merge_leading_dims(out)
+        out_2d = out if out.dim() == 2 else merge_leading_dims("gemm", out)
     a_2d = a if a.dim() == 2 else a.reshape(-1, a.shape[-1])
     a_scale_2d = a_scale if a_scale.dim() == 2 else a_scale.reshape(-1, a_scale.shape[-1])
     ops.gemm(out_2d, a_2d, b, a_scale_2d, b_scale)
@@ -105,25 +114,7 @@ def fp8_act_quant(x: torch.Tensor, block_size: int = SCALE_BLOCK_K):
 
 
 def _check_devices(a: torch.Tensor, **others: Optional[torch.Tensor]) -> None:
-    # Checked here as well as in the binding: a `meta` tensor among CPU or GPU ones would dispatch
-    # the op to its fake implementation, which writes nothing.
-    for name, t in others.items():
-        if t is not None and t.device != a.device:
-            raise ValueError(
-                f"gemm: all tensors must be on one device; expected {name} on {a.device} "
-                f"(the device of a), got {t.device}"
-            )
-
-
-def _merge_leading_dims(out: torch.Tensor) -> torch.Tensor:
-    # The result must land in `out`, so this has to be a view: reshape could silently copy.
-    try:
-        return out.view(-1, out.shape[-1])
-    except RuntimeError:
-        raise ValueError(
-            f"gemm: out's leading dims must be mergeable into one (a view), got shape {tuple(out.shape)} "
-            f"and strides {out.stride()}"
-        ) from None
+    check_devices("gemm", "a", a, **others)
 
 
 @torch.library.register_fake(add_op_namespace_prefix("gemm"))
