@@ -1,7 +1,9 @@
 """transformers is the client: with LOCAL_KERNELS mapping `kernels-community/finegrained-fp8` to this
 package's build, transformers 5.x loads it through its own lazy_load_kernel and runs its FP8Linear and
 FP8 experts modules (built by replace_with_fp8_linear while loading pre-quantized checkpoints of tiny
-DeepSeek-V3 and Qwen3-MoE models) on the CPU, for each experts implementation it sends to the kernel.
+DeepSeek-V3 and Qwen3-MoE models) on each device the build runs on (the CPU in CI; transformers
+dequantizes FP8 checkpoints there unless its environment check is bypassed, which the shared loader
+does), for each experts implementation it sends to the kernel.
 
 Outputs are compared per module, on the inputs each module received, with the same module
 dequantized to bf16 (transformers' `dequantize=True`) and with the float64 reference of the same
@@ -70,13 +72,13 @@ CASES = [
 
 
 @pytest.mark.parametrize("arch,scale_fmt,experts_implementation", CASES)
-def test_fp8_modules_match_float64_reference(checkpoints, arch, scale_fmt, experts_implementation):
-    e2e.check_logits(checkpoints[arch, scale_fmt], "cpu", scale_fmt, experts_implementation)
+def test_fp8_modules_match_float64_reference(checkpoints, device, arch, scale_fmt, experts_implementation):
+    e2e.check_logits(checkpoints[arch, scale_fmt], device, scale_fmt, experts_implementation)
 
 
 @pytest.mark.parametrize("arch,scale_fmt,experts_implementation", CASES)
-def test_fp8_modules_match_dequantized_bf16(checkpoints, arch, scale_fmt, experts_implementation):
-    e2e.check_dequantized(checkpoints[arch, scale_fmt], "cpu", experts_implementation)
+def test_fp8_modules_match_dequantized_bf16(checkpoints, device, arch, scale_fmt, experts_implementation):
+    e2e.check_dequantized(checkpoints[arch, scale_fmt], device, experts_implementation)
 
 
 # One FP8Linear (ragged N: kv_a is 160 x 256) and one experts module: a wrong scale block in either
@@ -88,14 +90,14 @@ CORRUPTED = {
 
 
 @pytest.mark.parametrize("module_name", list(CORRUPTED))
-def test_comparison_detects_a_wrong_scale(checkpoints, module_name):
+def test_comparison_detects_a_wrong_scale(checkpoints, device, module_name):
     path = checkpoints["deepseek_v3", "float"]
-    model = e2e.load_fp8(path, "cpu", "grouped_mm")
+    model = e2e.load_fp8(path, device, "grouped_mm")
     scale = getattr(model.get_submodule(module_name), CORRUPTED[module_name])
     with torch.no_grad():
         scale.view(-1, *scale.shape[-2:])[:, 0, 0] *= 2  # the first block (of every expert)
     calls = e2e.ModuleCalls()
     with torch.no_grad(), calls.record(model):
-        model(e2e.input_ids(model.config.vocab_size, "cpu"))
+        model(e2e.input_ids(model.config.vocab_size, device))
     with pytest.raises(AssertionError, match=module_name.replace(".", r"\.")):
-        calls.compare(e2e.load_dequantized(path, "cpu"), e2e.MODULE_DEQUANT, "FP8 module vs dequantized bf16")
+        calls.compare(e2e.load_dequantized(path, device), e2e.MODULE_DEQUANT, "FP8 module vs dequantized bf16")
