@@ -13,6 +13,7 @@ when their command or one of the files their dependency file lists has changed.
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import fcntl
 import hashlib
@@ -425,6 +426,18 @@ def metadata(config: dict, ops_id: str, facts: dict, state: dict | None) -> dict
     return meta
 
 
+def variant_digest(variant_dir: Path) -> dict:
+    """metadata.json's `digest` as kernel-builder writes it and `kernels` >= 0.19 checks at every load:
+    the base64 sha256 of every file of the variant but metadata.json itself. Computed over the
+    finished staging directory, so it names exactly the files that ship."""
+    files = {
+        path.relative_to(variant_dir).as_posix(): base64.b64encode(hashlib.sha256(path.read_bytes()).digest()).decode()
+        for path in sorted(variant_dir.rglob("*"))
+        if path.is_file() and path.relative_to(variant_dir).as_posix() != "metadata.json"
+    }
+    return {"algorithm": "sha256", "files": files}
+
+
 def assemble(root: Path, variant_dir: Path, library: Path, ops_id: str, meta: dict) -> None:
     """Lays the variant out in a staging directory, then swaps it in: a test run in the shared tree
     never sees a half-written variant, and no stale module or extension survives."""
@@ -442,6 +455,7 @@ def assemble(root: Path, variant_dir: Path, library: Path, ops_id: str, meta: di
         shutil.copy2(source, target)
     (staging / "_ops.py").write_text(OPS_PY.format(ops_id=ops_id))
     shutil.copy2(library, staging / library.name)
+    meta = {**meta, "digest": variant_digest(staging)}
     (staging / "metadata.json").write_text(json.dumps(meta, indent=2) + "\n")
     if variant_dir.exists():
         variant_dir.rename(retired)

@@ -15,10 +15,12 @@ PYTHON="${PYTHON:-python3}"
 TORCH_VERSION=2.13.0
 # PyTorch's own index holds the CPU-only wheels; PyPI's Linux torch is the CUDA build.
 TORCH_CPU_INDEX=https://download.pytorch.org/whl/cpu
-# Exact pins: the loader API and ABI checks the tests rely on.
-PINNED=(kernels==0.17.2 kernel-abi-check==0.14.1)
-# Any version will do.
-UNPINNED=(pytest numpy matplotlib tqdm tabulate)
+# Exact pins: the loader API and ABI checks the tests rely on, and the transformers release whose
+# FP8 integration tests/test_transformers.py drives (it needs kernels >= 0.19.1, < 0.20, and pulls
+# huggingface-hub >= 2.4 with it: pip resolves those).
+PINNED=(kernels==0.19.1 kernel-abi-check==0.14.1 transformers==5.25.0)
+# Any version will do. accelerate: transformers refuses to load any FP8 checkpoint without it.
+UNPINNED=(pytest numpy matplotlib tqdm tabulate accelerate)
 
 log() { echo "[setup] $*" >&2; }
 

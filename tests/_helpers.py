@@ -64,7 +64,8 @@ def kernel_root() -> Path:
 def find_variant_dir() -> Path:
     """<root>/<variant>/ or <root>/build/<variant>/ that `kernels` loads on this system, root being
     kernel_root(); FileNotFoundError when there is none."""
-    from kernels.resolver import resolve_local_kernel  # after conftest has set LOCAL_KERNELS
+    # kernels >= 0.19 keeps its resolver in _internals (it was kernels.resolver up to 0.17).
+    from kernels._internals.resolver import resolve_local_kernel  # after conftest has set LOCAL_KERNELS
 
     return resolve_local_kernel(kernel_root(), backend=None).variant_path
 

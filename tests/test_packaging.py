@@ -232,6 +232,28 @@ def test_metadata_provenance():
         assert parsed.provenance.kernel.dirty == provenance["kernel"]["dirty"]
 
 
+@pytest.mark.kernels_ci
+def test_metadata_digest_matches_the_files(tmp_path):
+    # kernels >= 0.19 re-hashes a local build at every load and refuses one whose files differ from
+    # the digest; a build without one loads with a warning. Checked with the loader's own hashing.
+    from kernels._rust import Digest, DigestValidationError, Metadata
+
+    variant_dir = local_variant_dir()
+    expected = Metadata.from_bytes((variant_dir / "metadata.json").read_bytes()).digest
+    assert expected is not None, "metadata.json records no digest"
+    assert set(expected.files) == {
+        p.relative_to(variant_dir).as_posix() for p in variant_dir.rglob("*")
+        if p.is_file() and p.name != "metadata.json" and "__pycache__" not in p.parts
+    }  # fmt: skip
+    expected.validate(Digest.hash_variant(expected.algorithm, variant_dir))
+    # The check can fail: a file that the digest does not name is refused.
+    copy = tmp_path / variant_dir.name
+    shutil.copytree(variant_dir, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "extra.py").write_text("")
+    with pytest.raises(DigestValidationError):
+        expected.validate(Digest.hash_variant(expected.algorithm, copy))
+
+
 def device_code_archs(library: Path, backend: str) -> set[str]:
     """Archs whose device code is really inside `library` (cuobjdump / HIP bundle ids)."""
     if backend == "cuda":
@@ -281,6 +303,8 @@ def test_get_kernel_with_local_kernels_in_fresh_process():
     assert Path(report["file"]).parent == variant_dir
     assert report["ops_ns"] == ops_id and report["prefix"] == f"{ops_id}::x"
     assert report["ops"], f"no op registered under torch.ops.{ops_id}"
+    # The loader verified the digest: it warns only when there is none or it does not match.
+    assert "digest" not in result.stderr, result.stderr
 
 
 @pytest.mark.kernels_ci
