@@ -173,3 +173,56 @@ def test_compile_grouped_gemm_masked(kernel, device):
     eager = torch.full_like(out, float("nan"))
     kernel.grouped_gemm(a.view(4, 9, 256), b, a_scale.view(4, 9, 2), b_scale, masked_m=masked_m, out=eager)
     assert torch.equal(out.nan_to_num(7.0), eager.nan_to_num(7.0))
+
+
+# Inductor (not aot_eager): its decomposition of a mutating op's functional wrapper skips nodes that
+# touch float8_e8m0fnu tensors, so UE8M0 scales must reach the ops as their uint8 exponent bytes.
+SCALE_DTYPES = [torch.float32, torch.float8_e8m0fnu]
+
+
+def _bytes(t: torch.Tensor) -> torch.Tensor:
+    return t.view(torch.uint8) if t.element_size() == 1 else t
+
+
+@pytest.mark.parametrize("scale_dtype", SCALE_DTYPES, ids=str)
+def test_inductor_quantize_activation_without_recompiling(kernel, device, scale_dtype):
+    fp8 = fp8_dtypes_for(device)[0]
+    frames = torch._dynamo.testing.CompileCounterWithBackend("inductor")
+
+    @torch.compile(backend=frames, fullgraph=True, dynamic=True)
+    def quantize(x):
+        return kernel.quantize_activation(x, dtype=fp8, scale_dtype=scale_dtype)
+
+    torch._dynamo.reset()
+    for m in COMPILE_MS:
+        x = (torch.randn(m, 300, generator=torch.Generator().manual_seed(m)) * 4).bfloat16().to(device)
+        (q, scale), (q_eager, scale_eager) = quantize(x), kernel.quantize_activation(x, dtype=fp8, scale_dtype=scale_dtype)
+        assert q.dtype == fp8 and scale.dtype == scale_dtype and scale.shape == (m, 3)
+        assert torch.equal(_bytes(q), _bytes(q_eager)) and torch.equal(_bytes(scale), _bytes(scale_eager))
+    assert frames.frame_count == 1, f"recompiled: {frames.frame_count} frames for M in {COMPILE_MS}"
+
+
+@pytest.mark.parametrize("scale_dtype", SCALE_DTYPES, ids=str)
+@pytest.mark.parametrize("entry", ["matmul_2d", "matmul_grouped"])
+def test_inductor_matmul_without_recompiling(kernel, device, scale_dtype, entry):
+    fp8 = fp8_dtypes_for(device)[0]
+    num_experts = 3
+    w = torch.randn(num_experts, 192, 300, generator=torch.Generator().manual_seed(9)).to(device)
+    weights = [kernel.quantize_weight(w_e, dtype=fp8, scale_dtype=scale_dtype) for w_e in w]
+    b, b_scale = (weights[0] if entry == "matmul_2d" else [torch.stack(t) for t in zip(*weights)])
+    assert b_scale.dtype == scale_dtype
+    frames = torch._dynamo.testing.CompileCounterWithBackend("inductor")
+
+    def linear(x, tokens_per_expert):
+        if entry == "matmul_2d":
+            return kernel.matmul_2d(x, b, b_scale, [128, 128], x.dtype)
+        return kernel.matmul_grouped(x, b, b_scale, offsets=None, tokens_per_expert=tokens_per_expert, block_size=[128, 128])
+
+    compiled = torch.compile(linear, backend=frames, fullgraph=True, dynamic=True)
+    torch._dynamo.reset()
+    for m in COMPILE_MS:
+        gen = torch.Generator().manual_seed(m)
+        x = (torch.randn(m, 300, generator=gen) * 4).bfloat16().to(device)
+        tokens = torch.bincount(torch.randint(0, num_experts, (m,), generator=gen), minlength=num_experts).to(device)
+        assert torch.equal(compiled(x, tokens), linear(x, tokens))
+    assert frames.frame_count == 1, f"recompiled: {frames.frame_count} frames for M in {COMPILE_MS}"
