@@ -90,7 +90,7 @@ def test_compile_inductor(kernel, device):
 
 
 @pytest.mark.kernels_ci
-@pytest.mark.parametrize("scale_dtype", [torch.float32, torch.float8_e8m0fnu], ids=str)
+@pytest.mark.parametrize("scale_dtype", [torch.float32, torch.float8_e8m0fnu, torch.uint8], ids=str)
 def test_opcheck_quantize(kernel, device, scale_dtype):
     fp8 = fp8_dtypes_for(device)[0]
     x = torch.randn(33, 300, device=device, dtype=torch.bfloat16)
@@ -226,3 +226,26 @@ def test_inductor_matmul_without_recompiling(kernel, device, scale_dtype, entry)
         tokens = torch.bincount(torch.randint(0, num_experts, (m,), generator=gen), minlength=num_experts).to(device)
         assert torch.equal(compiled(x, tokens), linear(x, tokens))
     assert frames.frame_count == 1, f"recompiled: {frames.frame_count} frames for M in {COMPILE_MS}"
+
+
+@pytest.mark.kernels_ci
+def test_ops_take_uint8_scales_as_ue8m0(kernel, device):
+    # What the Python entry points pass for float8_e8m0fnu scales: the same bytes, the same results.
+    fp8 = fp8_dtypes_for(device)[0]
+    x = (torch.randn(33, 300, generator=torch.Generator().manual_seed(6)) * 4).bfloat16().to(device)
+    q = {dt: torch.empty(33, 300, dtype=fp8, device=device) for dt in (torch.float8_e8m0fnu, torch.uint8)}
+    scale = {dt: torch.empty(33, 3, dtype=dt, device=device) for dt in q}
+    for dt in q:
+        kernel.ops.quantize(q[dt], scale[dt], x, None, True)
+    assert torch.equal(_bytes(q[torch.uint8]), _bytes(q[torch.float8_e8m0fnu]))
+    assert torch.equal(scale[torch.uint8], _bytes(scale[torch.float8_e8m0fnu]))
+
+    b, b_scale = kernel.quantize_weight(torch.randn(192, 300, device=device), dtype=fp8, scale_dtype=torch.float8_e8m0fnu)
+    a, a_scale = q[torch.float8_e8m0fnu], scale[torch.float8_e8m0fnu]
+    out = {dt: torch.empty(33, 192, dtype=torch.bfloat16, device=device) for dt in q}
+    kernel.ops.gemm(out[torch.float8_e8m0fnu], a, b, a_scale, b_scale)
+    kernel.ops.gemm(out[torch.uint8], a, b, _bytes(a_scale), _bytes(b_scale))
+    assert torch.equal(out[torch.uint8], out[torch.float8_e8m0fnu])
+    assert_close_gemm(out[torch.uint8], reference_gemm(a, b, a_scale, b_scale))
+    torch.library.opcheck(kernel.ops.gemm.default, (out[torch.uint8], a, b, _bytes(a_scale), _bytes(b_scale)),
+                          test_utils=OPCHECK_UTILS)

@@ -153,12 +153,14 @@ void check_device(const char* op, const at::Tensor& t, const char* name, const a
                     " on ", anchor.device().str(), " (the device of ", anchor_name, "), got ", t.device().str());
 }
 
-// Scales are read as they are: UE8M0 bytes go to the backend untouched.
+// Scales are read as they are: UE8M0 bytes go to the backend untouched. uint8 is UE8M0 too (the
+// exponent bytes, as checkpoints store them): the Python entry points pass e8m0 scales that way, since
+// inductor cannot remove the functional wrapper of a mutating op that touches a float8_e8m0fnu tensor.
 gemm::ScaleFormat scale_format(const char* op, const at::Tensor& t, const char* name) {
   const at::ScalarType type = t.scalar_type();
-  TORCH_CHECK_TYPE(type == at::kFloat || type == at::kFloat8_e8m0fnu, op, ": ", name,
+  TORCH_CHECK_TYPE(type == at::kFloat || type == at::kFloat8_e8m0fnu || type == at::kByte, op, ": ", name,
                    " must be torch.float32 or torch.float8_e8m0fnu, got ", dtype_name(type),
-                   " (upcast other scale formats with .float())");
+                   " (torch.uint8 is read as UE8M0 exponents; upcast other scale formats with .float())");
   return type == at::kFloat ? gemm::ScaleFormat::kF32 : gemm::ScaleFormat::kUE8M0;
 }
 

@@ -12,7 +12,7 @@ from typing import Optional
 
 import torch
 
-from ._args import OUT_DTYPES, check_devices, merge_leading_dims
+from ._args import OUT_DTYPES, check_devices, check_scale_dtype, merge_leading_dims, op_scale
 from ._fp8 import SCALE_BLOCK_K, SCALE_BLOCK_N, e4m3fn_to_e4m3fnuz, fp8_max
 from ._grouped import grouped_gemm, matmul_batched, matmul_grouped
 from ._matmul import matmul, matmul_2d
@@ -71,6 +71,8 @@ def gemm(
             f"{tuple(batch)}, got {tuple(a_scale.shape)}"
         )
     _check_devices(a=a, b=b, a_scale=a_scale, b_scale=b_scale, out=out)
+    check_scale_dtype("gemm", "a_scale", a_scale)
+    check_scale_dtype("gemm", "b_scale", b_scale)
     if out_dtype is not None and out_dtype not in OUT_DTYPES:
         raise TypeError(
             f"gemm: out_dtype must be torch.bfloat16, torch.float16 or torch.float32, got {out_dtype}"
@@ -87,7 +89,7 @@ def gemm(
         out_2d = out if out.dim() == 2 else merge_leading_dims("gemm", out)
     a_2d = a if a.dim() == 2 else a.reshape(-1, a.shape[-1])
     a_scale_2d = a_scale if a_scale.dim() == 2 else a_scale.reshape(-1, a_scale.shape[-1])
-    ops.gemm(out_2d, a_2d, b, a_scale_2d, b_scale)
+    ops.gemm(out_2d, a_2d, b, op_scale(a_scale_2d), op_scale(b_scale))
     return out
 
 

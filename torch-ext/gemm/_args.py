@@ -16,6 +16,10 @@ OUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 ACTIVATION_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 # Weight and activation scale formats the kernels read as they are (UE8M0: one exponent byte).
 SCALE_DTYPES = (torch.float32, torch.float8_e8m0fnu)
+# The dtype each scale format reaches the ops in: UE8M0 as its exponent bytes (uint8), which the binding
+# reads as UE8M0. Inductor leaves the functional wrapper of a mutating op in the graph (and fails) when
+# any of its tensors is float8_e8m0fnu; uint8 it handles.
+OP_SCALE_DTYPES = {torch.float32: torch.float32, torch.float8_e8m0fnu: torch.uint8}
 BLOCK_SIZE = [SCALE_BLOCK_N, SCALE_BLOCK_K]
 
 
@@ -55,17 +59,31 @@ def check_weight(who: str, B: torch.Tensor, dims: int, layout: str) -> None:
         raise ValueError(f"{who}: B must be a {dims}-D tensor {layout}, got shape {tuple(B.shape)}")
 
 
+def check_scale_dtype(who: str, name: str, scale: torch.Tensor) -> None:
+    if scale.dtype not in SCALE_DTYPES:
+        raise TypeError(
+            f"{who}: {name} must be torch.float32 or torch.float8_e8m0fnu, got {scale.dtype} "
+            f"(upcast other scale formats with .float())"
+        )
+
+
+def op_scale(scale: torch.Tensor) -> torch.Tensor:
+    """A float32 or float8_e8m0fnu scale as the ops take it (OP_SCALE_DTYPES), a view."""
+    op_dtype = OP_SCALE_DTYPES[scale.dtype]
+    return scale if scale.dtype == op_dtype else scale.view(op_dtype)
+
+
 def as_scale_format(who: str, name: str, scale: torch.Tensor) -> torch.Tensor:
-    """fp32 or UE8M0 as the kernels read it; uint8 exponents (how checkpoints store UE8M0) are viewed
-    as float8_e8m0fnu without a copy."""
+    """fp32 or UE8M0 as the ops take it (`op_scale`); uint8 exponents (how checkpoints store UE8M0) are
+    taken as they are."""
     if scale.dtype == torch.uint8:
-        return scale.view(torch.float8_e8m0fnu)
+        return scale
     if scale.dtype not in SCALE_DTYPES:
         raise TypeError(
             f"{who}: {name} must be torch.float32 or torch.float8_e8m0fnu (or torch.uint8 UE8M0 exponents), "
             f"got {scale.dtype}"
         )
-    return scale
+    return op_scale(scale)
 
 
 def _is_per_tensor(block_size: Optional[Sequence[int]], n: int, k: int) -> bool:
@@ -74,7 +92,7 @@ def _is_per_tensor(block_size: Optional[Sequence[int]], n: int, k: int) -> bool:
 
 
 def weight_scale(who: str, Bs: torch.Tensor, block_size: Optional[Sequence[int]], B: torch.Tensor) -> torch.Tensor:
-    """Bs as the per-128x128-block grid [..., ceil(N/128), ceil(K/128)] the kernels read.
+    """Bs as the per-128x128-block grid [..., ceil(N/128), ceil(K/128)] the ops take (`as_scale_format`).
 
     block_size [128, 128] (list or tuple) takes Bs as that grid. block_size None (or [N, K]) means one
     scale per weight matrix (Bs.numel() == number of matrices); it is broadcast to the grid, a copy of
@@ -84,10 +102,7 @@ def weight_scale(who: str, Bs: torch.Tensor, block_size: Optional[Sequence[int]]
     grid = (*groups, ceil_div(n, SCALE_BLOCK_N), ceil_div(k, SCALE_BLOCK_K))
     Bs = as_scale_format(who, "Bs", Bs)
     if _is_per_tensor(block_size, n, k) and Bs.numel() == groups.numel():
-        # Through uint8: a broadcast copy of bytes, whatever the scale format.
-        raw = Bs.view(torch.uint8) if Bs.dtype == torch.float8_e8m0fnu else Bs
-        expanded = raw.reshape(*groups, 1, 1).expand(grid).contiguous()
-        return expanded.view(Bs.dtype) if Bs.dtype == torch.float8_e8m0fnu else expanded
+        return Bs.reshape(*groups, 1, 1).expand(grid).contiguous()
     if block_size is None:
         raise ValueError(
             f"{who}: block_size None means one weight scale per matrix, so Bs must have {groups.numel()} "

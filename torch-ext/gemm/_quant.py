@@ -9,7 +9,7 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
-from ._args import SCALE_DTYPES, check_devices
+from ._args import OP_SCALE_DTYPES, SCALE_DTYPES, check_devices
 from ._fp8 import SCALE_BLOCK_K, SCALE_BLOCK_N, ceil_div, fp8_max
 from ._ops import add_op_namespace_prefix, ops
 
@@ -79,12 +79,14 @@ def quantize_rows(
         x = x.contiguous()
     q = torch.empty(m, k, dtype=dtype, device=x.device)
     k_blocks = ceil_div(k, SCALE_BLOCK_K)
+    # Allocated in the dtype the op writes: a uint8 view of an e8m0 buffer would still be an e8m0 mutation.
+    op_dtype = OP_SCALE_DTYPES[scale_dtype]
     if column_major_scales:
-        scale = torch.empty(k_blocks, m, dtype=scale_dtype, device=x.device).t()
+        scale = torch.empty(k_blocks, m, dtype=op_dtype, device=x.device).t()
     else:
-        scale = torch.empty(m, k_blocks, dtype=scale_dtype, device=x.device)
+        scale = torch.empty(m, k_blocks, dtype=op_dtype, device=x.device)
     ops.quantize(q, scale, x, static_scale, pow2_scale)
-    return q, scale
+    return q, scale.view(scale_dtype)
 
 
 def quantize_activation(
