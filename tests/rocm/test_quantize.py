@@ -6,32 +6,16 @@ power-of-two scales, a static scale, ragged K, zero groups, tiny and saturating 
 from __future__ import annotations
 
 import ctypes
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 from _helpers import fp8_bits, reference_quantize_activation
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "emu"))
-import emu_gemm as E  # noqa: E402
+import emu_gemm as E
 
 pytestmark = pytest.mark.rocm_emu
 
 FNUZ, FN = torch.float8_e4m3fnuz, torch.float8_e4m3fn
-IN_FORMAT = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2}
-
-
-class EmuQuantizeArgs(ctypes.Structure):
-    _fields_ = [(name, t) for name, t in (
-        ("m", ctypes.c_int64), ("k", ctypes.c_int64),
-        ("x", ctypes.c_void_p), ("x_stride_m", ctypes.c_int64), ("x_format", ctypes.c_int64),
-        ("q", ctypes.c_void_p), ("q_stride_m", ctypes.c_int64), ("q_format", ctypes.c_int64),
-        ("scale", ctypes.c_void_p), ("scale_stride_m", ctypes.c_int64), ("scale_stride_k", ctypes.c_int64),
-        ("scale_format", ctypes.c_int64), ("pow2_scale", ctypes.c_int64), ("static_scale", ctypes.c_void_p),
-    )]
-
-
 @pytest.fixture(scope="module")
 def lib(gemm_libs):
     return gemm_libs["gemm"]
@@ -39,8 +23,8 @@ def lib(gemm_libs):
 
 def run(lib, x, q, scale, pow2=False, static=None):
     static_t = torch.tensor([static], dtype=torch.float32) if static is not None else None
-    args = EmuQuantizeArgs(
-        x.shape[0], x.shape[1], x.data_ptr(), x.stride(0), IN_FORMAT[x.dtype],
+    args = E.EmuQuantizeArgs(
+        x.shape[0], x.shape[1], x.data_ptr(), x.stride(0), E.IN_FORMAT[x.dtype],
         q.data_ptr(), q.stride(0), E.FP8_FORMAT[q.dtype],
         scale.data_ptr(), scale.stride(0), scale.stride(1), E.SCALE_FORMAT[scale.dtype], int(pow2),
         static_t.data_ptr() if static_t is not None else None)
@@ -131,7 +115,7 @@ def test_quantize_refusals(lib):
     x = torch.randn(2, 128)
     q = torch.empty(2, 128, dtype=FN)
     scale = torch.empty(2, 1)
-    args = EmuQuantizeArgs(2, 128, x.data_ptr(), 128, 9, q.data_ptr(), 128, 0, scale.data_ptr(), 1, 1, 0, 0, None)
+    args = E.EmuQuantizeArgs(2, 128, x.data_ptr(), 128, 9, q.data_ptr(), 128, 0, scale.data_ptr(), 1, 1, 0, 0, None)
     stats, err = E.EmuStats(), ctypes.create_string_buffer(E.ERR_LEN)
     assert lib.emu_quantize(ctypes.byref(args), ctypes.byref(stats), err, E.ERR_LEN) == 1
     assert "x_format" in err.value.decode() and "9" in err.value.decode()
