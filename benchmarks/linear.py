@@ -1,27 +1,18 @@
 """The linear suite: what transformers' FP8Linear calls, bf16 activations times an FP8 weight with
 128x128 scales, the per-1x128 activation quantization inside the timed call. Every quantizing peer is
-checked against the same quantized computation (the reference quantizer below, then the fp32 dequantized
+checked against the same quantized computation (the tests' quantizer oracle, then the fp32 dequantized
 GEMM); peers that do not quantize the activations are checked against the unquantized product."""
 import torch
+
+# The repository root is on sys.path wherever `benchmarks` is importable as a package. The oracle's
+# default numerics are finegrained-fp8's fp8_act_quant and vLLM's per_token_group_quant_fp8.
+from tests._helpers import reference_quantize_activation
 
 from .peers import TUNE_ITERS, Ours, Peer, TritonBlock, _outer_major, _row_major_scale, _scale_rows_aligned
 from .problem import SCALE_BLOCK_K, SCALE_BLOCK_N, ceil_div, dequant
 from .shapes import KIND_LINEAR
 
 BLOCK_SIZE = [SCALE_BLOCK_N, SCALE_BLOCK_K]
-
-
-def quantize_reference(x: torch.Tensor, fp8_dtype):
-    """Per 1x128 group along K: scale = amax / fp8 max (1 for an all-zero group), q = x / scale saturated:
-    the numerics of finegrained-fp8's fp8_act_quant and vLLM's per_token_group_quant_fp8."""
-    m, k = x.shape
-    kb = ceil_div(k, SCALE_BLOCK_K)
-    fmax = torch.finfo(fp8_dtype).max
-    groups = torch.nn.functional.pad(x.float(), (0, kb * SCALE_BLOCK_K - k)).view(m, kb, SCALE_BLOCK_K)
-    scale = groups.abs().amax(dim=-1) / fmax
-    scale = torch.where(scale > 0, scale, torch.ones_like(scale))
-    q = (groups / scale.unsqueeze(-1)).clamp(-fmax, fmax).to(fp8_dtype).view(m, -1)[:, :k]
-    return q.contiguous(), scale
 
 
 class LinearProblem:
@@ -39,7 +30,7 @@ class LinearProblem:
 
     def quantized(self):
         """(FP8 x, its [M, K/128] scales) from the reference quantizer."""
-        return quantize_reference(self.x, self.fp8_dtype)
+        return reference_quantize_activation(self.x, self.fp8_dtype)
 
     def weight(self):
         return dequant(self.b, self.b_scale, SCALE_BLOCK_N)

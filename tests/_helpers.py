@@ -204,30 +204,73 @@ def assert_close_gemm(out: torch.Tensor, ref: torch.Tensor, min_ref_abs_max: flo
     assert calc_diff < DEEPGEMM_MAX_CALC_DIFF, f"calc_diff {calc_diff:.3g} >= {DEEPGEMM_MAX_CALC_DIFF}"
 
 
+UE8M0 = torch.float8_e8m0fnu
+UE8M0_MIN = 2.0**-127  # byte 0: the smallest scale UE8M0 holds (an fp32 subnormal)
+SCALE_OUT_DTYPES = (torch.float32, UE8M0, torch.uint8)  # fp32 values, UE8M0, or UE8M0's raw bytes
+
+
+def pow2_ceil(s: torch.Tensor) -> torch.Tensor:
+    """The least power of two >= s for positive fp32 s (subnormals included), built from the exponent bits
+    so that no floating-point log or pow can round it; inf and NaN stay as they are."""
+    mantissa, exponent = torch.frexp(s)  # s = mantissa * 2^exponent, mantissa in [0.5, 1)
+    e = torch.where(mantissa == 0.5, exponent - 1, exponent).to(torch.int64)  # 2^e >= s, 2^(e-1) < s
+    normal = (e + 127).clamp(0, 255) << 23
+    subnormal = torch.ones_like(e) << (e + 149).clamp(0, 22)
+    value = torch.where(e >= -126, normal, subnormal).to(torch.int32).view(torch.float32)
+    return torch.where(torch.isfinite(s), value, s)
+
+
+def ue8m0_bytes(s: torch.Tensor) -> torch.Tensor:
+    """UE8M0's byte of fp32 powers of two >= 2^-127: the biased exponent (2^-127 = 0x00400000 gives 0),
+    0xFF (NaN) for inf and NaN, whose exponent field is all ones."""
+    return ((s.view(torch.int32) >> 23) & 0xFF).to(torch.uint8)
+
+
+def fp8_bits(q: torch.Tensor) -> torch.Tensor:
+    """q's bytes, to compare quantizers bit for bit, with e4m3fn's two NaN codes (0x7F, 0xFF) as one: the sign
+    of the NaN that inf / inf gives is the hardware's (x86 sets it, GPUs do not), not the contract's."""
+    bits = q.view(torch.uint8).cpu()
+    return torch.where(bits == 0xFF, 0x7F, bits).to(torch.uint8) if q.dtype == torch.float8_e4m3fn else bits
+
+
 def reference_quantize_activation(
-    x: torch.Tensor, fp8_dtype: torch.dtype, pow2_scale: bool = False, static_scale: float | None = None
+    x: torch.Tensor,
+    fp8_dtype: torch.dtype,
+    pow2_scale: bool = False,
+    static_scale: float | torch.Tensor | None = None,
+    scale_dtype: torch.dtype = torch.float32,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """x [M, K] -> (q [M, K], scale [M, ceil(K/128)] float32), the numerics every quantizer must match
-    bit for bit: per 1x128 group s = amax / fp8 max in float32 (1 for an all-zero group; the next power
-    of two when pow2_scale), q = x / s saturated to the format and rounded to nearest even; a static
-    scale replaces s everywhere. Written group by group, independently of the package."""
+    """x [M, K] -> (q [M, K] fp8_dtype, scale [M, ceil(K/128)]): the one oracle every quantizer (CPU op,
+    CUDA and ROCm kernels, the package's torch path) must match bit for bit, the contract of
+    gemm_contract.h's QuantizeArgs. Per 1 x 128 group along K (x narrowed to fp32 first):
+      s = amax / fp8 max, divided in fp32; 1 where that is not > 0 (an all-zero group, a NaN amax);
+      a static scale replaces s for every group;
+      rounded up to a power of two exactly (pow2_ceil) when pow2_scale or UE8M0 scales, static ones too;
+      UE8M0: at least 2^-127;
+      q = round-to-nearest-even(saturate(x / s)), then s stored (UE8M0: inf, which it cannot hold, as NaN).
+    scale_dtype: torch.float32 (the values), torch.float8_e8m0fnu or torch.uint8 (UE8M0's bytes).
+    Computed on the CPU, where torch divides as the contract does (CUDA multiplies by a reciprocal when
+    dividing by a scalar); returned on x's device. Written independently of the package."""
+    if scale_dtype not in SCALE_OUT_DTYPES:
+        raise ValueError(f"scale_dtype must be one of {SCALE_OUT_DTYPES}, got {scale_dtype}")
+    ue8m0 = scale_dtype != torch.float32
     m, k = x.shape
+    k_blocks = ceil_div(k, SCALE_BLOCK_K)
     fp8_max = torch.finfo(fp8_dtype).max
-    xf = x.to(torch.float32).cpu()
-    q = torch.empty(m, k, dtype=fp8_dtype)
-    scales = torch.empty(m, ceil_div(k, SCALE_BLOCK_K), dtype=torch.float32)
-    for kb in range(scales.shape[1]):
-        group = xf[:, kb * SCALE_BLOCK_K : (kb + 1) * SCALE_BLOCK_K]
-        if static_scale is not None:
-            s = torch.full((m,), static_scale, dtype=torch.float32)
-        else:
-            s = group.abs().amax(dim=1) / fp8_max
-            s[s == 0] = 1.0
-            if pow2_scale:
-                s = torch.tensor([2.0 ** math.ceil(math.log2(v)) for v in s.tolist()], dtype=torch.float32)
-        scales[:, kb] = s
-        q[:, kb * SCALE_BLOCK_K : (kb + 1) * SCALE_BLOCK_K] = (group / s[:, None]).clamp(-fp8_max, fp8_max).to(fp8_dtype)
-    return q.to(x.device), scales.to(x.device)
+    groups = torch.nn.functional.pad(x.cpu().float(), (0, k_blocks * SCALE_BLOCK_K - k)).view(m, k_blocks, SCALE_BLOCK_K)
+    if static_scale is None:
+        s = groups.abs().amax(dim=-1) / torch.full((m, k_blocks), fp8_max)
+        s = torch.where(s > 0, s, torch.ones_like(s))
+    else:
+        s = torch.full((m, k_blocks), float(static_scale), dtype=torch.float32)
+    if pow2_scale or ue8m0:
+        s = pow2_ceil(s)
+    if ue8m0:
+        s = s.clamp(min=UE8M0_MIN)
+    q = (groups / s.unsqueeze(-1)).clamp(-fp8_max, fp8_max).to(fp8_dtype).view(m, k_blocks * SCALE_BLOCK_K)[:, :k].contiguous()
+    if ue8m0:
+        s = ue8m0_bytes(s) if scale_dtype == torch.uint8 else ue8m0_bytes(s).view(UE8M0)
+    return q.to(x.device), s.to(x.device)
 
 
 def make_moe_weights(

@@ -18,7 +18,7 @@ import sys
 
 import pytest
 import torch
-from _helpers import REPO_ROOT
+from _helpers import REPO_ROOT, reference_quantize_activation
 
 sys.path.insert(0, str(REPO_ROOT))  # `benchmarks` is a top-level package of the repository
 
@@ -231,9 +231,8 @@ class FakeKernel:
 
     @classmethod
     def matmul_2d(cls, A, B, Bs, block_size, output_dtype=None, activation_scale=None):
-        from benchmarks.linear import quantize_reference
         assert list(block_size) == [128, 128] and activation_scale is None
-        q, s = quantize_reference(A, B.dtype)
+        q, s = reference_quantize_activation(A, B.dtype)
         return cls.gemm(q, B, s, Bs, out_dtype=output_dtype or A.dtype)
 
     @classmethod
@@ -432,12 +431,12 @@ def test_triton_peers_in_the_interpreter(tmp_path):
     script = r"""
 import torch
 from benchmarks import triton_blockscaled as tb, triton_grouped as tg
-from benchmarks.linear import quantize_reference
+from tests._helpers import reference_quantize_activation
 from benchmarks.problem import check, dequant
 torch.manual_seed(0)
 fp8 = torch.float8_e4m3fn
 x = torch.randn(5, 300, dtype=torch.bfloat16)
-q_ref, s_ref = quantize_reference(x, fp8)
+q_ref, s_ref = reference_quantize_activation(x, fp8)
 for column_major in (False, True):
     q, s = tb.per_token_group_quant_fp8(x, column_major_scales=column_major)
     assert torch.equal(s, s_ref)

@@ -2,8 +2,7 @@
 
 Every case runs on fresh random data with a distinct scale per block (and per expert) against an
 independent reference: the float64 product of tests/_helpers.py for the GEMMs (per expert for the
-grouped op), and the quantization recipe written below with torch ops for `quantize`, which must
-match bit for bit.
+grouped op), and reference_quantize_activation for `quantize`, which must match bit for bit.
 """
 
 from __future__ import annotations
@@ -11,10 +10,18 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from _helpers import SCALE_BLOCK_K, assert_close_gemm, ceil_div, fp8_dtypes_for, make_inputs, reference_gemm
+from _helpers import (
+    SCALE_BLOCK_K,
+    UE8M0,
+    assert_close_gemm,
+    ceil_div,
+    fp8_bits,
+    fp8_dtypes_for,
+    make_inputs,
+    reference_gemm,
+    reference_quantize_activation,
+)
 
-E8M0 = torch.float8_e8m0fnu
-UE8M0_MIN = 2.0**-127  # byte 0: the smallest scale UE8M0 stores
 IN_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 # Rows of an output that the op must not write: any value a kernel would not produce by accident.
 CANARY = -12345.0
@@ -30,37 +37,6 @@ def _pow2_scales(shape, gen: torch.Generator, low: int = -9, high: int = -5) -> 
     return torch.exp2(torch.randint(low, high + 1, shape, generator=gen).float())
 
 
-# ---------------------------------------------------------------------------------------------
-# Reference of the quantizer: torch-ext/gemm/_quant.py's recipe, with the power-of-two rounding
-# computed exactly (frexp, not log2) and UE8M0's floor of 2^-127.
-
-
-def _ceil_pow2(s: torch.Tensor) -> torch.Tensor:
-    d = s.double()
-    mantissa, exponent = torch.frexp(d)
-    up = torch.where(mantissa == 0.5, d, torch.ldexp(torch.ones_like(d), exponent))
-    return torch.where(torch.isfinite(d), up, d).float()
-
-
-def quantize_reference(x, fp8_dtype, scale_dtype=torch.float32, pow2=False, static=None):
-    m, k = x.shape
-    k_blocks = ceil_div(k, SCALE_BLOCK_K)
-    fp8_max = torch.finfo(fp8_dtype).max
-    groups = F.pad(x.float(), (0, k_blocks * SCALE_BLOCK_K - k)).unflatten(-1, (k_blocks, SCALE_BLOCK_K))
-    if static is None:
-        s = groups.abs().amax(dim=-1) / fp8_max
-        s = torch.where(s > 0, s, torch.ones_like(s))
-    else:
-        s = static.float().reshape(1, 1).expand(m, k_blocks)
-    # Static or dynamic, the scale used is rounded up to a power of two for pow2 and UE8M0.
-    if pow2 or scale_dtype == E8M0:
-        s = _ceil_pow2(s)
-    if scale_dtype == E8M0:
-        s = s.clamp_min(UE8M0_MIN)
-    q = (groups / s.unsqueeze(-1)).clamp(-fp8_max, fp8_max).to(fp8_dtype).flatten(-2)[:, :k]
-    return q, s.to(scale_dtype)
-
-
 def run_quantize(kernel, x, fp8_dtype, scale_dtype=torch.float32, pow2=False, static=None, m_major=False):
     m, k = x.shape
     k_blocks = ceil_div(k, SCALE_BLOCK_K)
@@ -73,12 +49,11 @@ def run_quantize(kernel, x, fp8_dtype, scale_dtype=torch.float32, pow2=False, st
     return q, scale
 
 
-def assert_quantize_matches(kernel, x, fp8_dtype, **options):
-    q, scale = run_quantize(kernel, x, fp8_dtype, **options)
-    options.pop("m_major", None)
-    q_ref, scale_ref = quantize_reference(x.cpu(), fp8_dtype, **options)
+def assert_quantize_matches(kernel, x, fp8_dtype, scale_dtype=torch.float32, pow2=False, static=None, m_major=False):
+    q, scale = run_quantize(kernel, x, fp8_dtype, scale_dtype, pow2, static, m_major)
+    q_ref, scale_ref = reference_quantize_activation(x, fp8_dtype, pow2, static, scale_dtype)
     assert torch.equal(_bits(scale.cpu()), _bits(scale_ref)), "scales differ from the reference"
-    assert torch.equal(_bits(q.cpu()), _bits(q_ref)), "FP8 values differ from the reference"
+    assert torch.equal(fp8_bits(q), fp8_bits(q_ref)), "FP8 values differ from the reference"
 
 
 def _activations(m, k, dtype, seed):
@@ -96,7 +71,7 @@ QUANT_CI_SHAPES = {(7, 300), (1, 128), (0, 256)}
     "m,k", [pytest.param(*s, marks=[pytest.mark.kernels_ci] if s in QUANT_CI_SHAPES else []) for s in QUANT_SHAPES]
 )
 @pytest.mark.parametrize("x_dtype", IN_DTYPES, ids=str)
-@pytest.mark.parametrize("scale_dtype,pow2", [(torch.float32, False), (torch.float32, True), (E8M0, True)], ids=str)
+@pytest.mark.parametrize("scale_dtype,pow2", [(torch.float32, False), (torch.float32, True), (UE8M0, True)], ids=str)
 @pytest.mark.parametrize("m_major", [False, True], ids=["row_major", "m_major"])
 def test_quantize_matches_reference(kernel, device, m, k, x_dtype, scale_dtype, pow2, m_major):
     for fp8_dtype in fp8_dtypes_for(device):
@@ -112,9 +87,9 @@ def test_quantize_static_scale(kernel, device, x_dtype):
         static = torch.tensor([0.37], device=device)
         assert_quantize_matches(kernel, x, fp8_dtype, static=static)
         # A 0-dim tensor (transformers' activation_scale) and a power of two stored as UE8M0.
-        assert_quantize_matches(kernel, x, fp8_dtype, static=torch.tensor(0.25, device=device), scale_dtype=E8M0)
+        assert_quantize_matches(kernel, x, fp8_dtype, static=torch.tensor(0.25, device=device), scale_dtype=UE8M0)
         # A static scale UE8M0 cannot hold, or pow2 asked for, is rounded up as a dynamic one is.
-        assert_quantize_matches(kernel, x, fp8_dtype, static=torch.tensor(0.3, device=device), scale_dtype=E8M0)
+        assert_quantize_matches(kernel, x, fp8_dtype, static=torch.tensor(0.3, device=device), scale_dtype=UE8M0)
         assert_quantize_matches(kernel, x, fp8_dtype, static=torch.tensor([0.3], device=device), pow2=True)
 
 
@@ -133,7 +108,7 @@ def test_quantize_rounds_every_code(kernel, device):
 
 
 @pytest.mark.kernels_ci
-@pytest.mark.parametrize("scale_dtype,pow2", [(torch.float32, False), (torch.float32, True), (E8M0, True)], ids=str)
+@pytest.mark.parametrize("scale_dtype,pow2", [(torch.float32, False), (torch.float32, True), (UE8M0, True)], ids=str)
 def test_quantize_special_groups(kernel, device, scale_dtype, pow2):
     # Per row: all zeros (scale 1), fp32 subnormals (a subnormal scale; UE8M0's floor), the largest
     # finite values (a power-of-two scale past fp32's range), a NaN and an inf among normal values.
@@ -157,7 +132,7 @@ def test_quantize_padded_rows_and_strided_x(kernel, device):
         q = torch.zeros(5, 256, dtype=torch.uint8, device=device)
         scale = torch.empty(5, 2, device=device)
         kernel.ops.quantize(q[:, :200].view(fp8_dtype), scale, view, None, False)
-        q_ref, scale_ref = quantize_reference(x.cpu(), fp8_dtype)
+        q_ref, scale_ref = reference_quantize_activation(x.cpu(), fp8_dtype)
         assert torch.equal(q[:, :200].cpu(), q_ref.view(torch.uint8)) and torch.equal(scale.cpu(), scale_ref)
         assert not q[:, 200:].any(), "the row padding of q was written"
 
@@ -177,8 +152,8 @@ def test_gemm_ue8m0_equals_fp32_pow2(kernel, device, which, m_major):
     if m_major:
         a_scale = a_scale.t().contiguous().t()
     b_scale = _pow2_scales((ceil_div(n, 128), ceil_div(k, 128)), gen).to(device)
-    as_e8 = a_scale.to(E8M0) if which in ("a_scale", "both") else a_scale
-    bs_e8 = b_scale.to(E8M0) if which in ("b_scale", "both") else b_scale
+    as_e8 = a_scale.to(UE8M0) if which in ("a_scale", "both") else a_scale
+    bs_e8 = b_scale.to(UE8M0) if which in ("b_scale", "both") else b_scale
     out_fp32 = torch.empty(m, n, dtype=torch.float32, device=device)
     out_e8 = torch.empty_like(out_fp32)
     kernel.ops.gemm(out_fp32, a, b, a_scale, b_scale)
@@ -193,8 +168,8 @@ def test_ue8m0_extremes_decode(kernel, device):
     fp8_dtype = fp8_dtypes_for(device)[0]
     a = torch.ones(3, 1, dtype=fp8_dtype, device=device)
     b = torch.ones(1, 1, dtype=fp8_dtype, device=device)
-    a_scale = torch.tensor([[0], [254], [255]], dtype=torch.uint8, device=device).view(E8M0)
-    b_scale = torch.tensor([[127]], dtype=torch.uint8, device=device).view(E8M0)
+    a_scale = torch.tensor([[0], [254], [255]], dtype=torch.uint8, device=device).view(UE8M0)
+    b_scale = torch.tensor([[127]], dtype=torch.uint8, device=device).view(UE8M0)
     out = torch.empty(3, 1, dtype=torch.float32, device=device)
     kernel.ops.gemm(out, a, b, a_scale, b_scale)
     expected = torch.tensor([[2.0**-127], [2.0**127], [float("nan")]])
@@ -337,8 +312,8 @@ def test_grouped_swapped_expert_scales_fail(kernel, device):
 def test_grouped_ue8m0_equals_fp32_pow2(kernel, device, which):
     counts = [20, 0, 70, 9]
     a, a_scale, w, ws, ends, rows = contiguous_case(kernel, device, counts, tail=4, seed=51, pow2=True)
-    as_e8 = a_scale.to(E8M0) if which in ("a_scale", "both") else a_scale
-    ws_e8 = ws.to(E8M0) if which in ("b_scale", "both") else ws
+    as_e8 = a_scale.to(UE8M0) if which in ("a_scale", "both") else a_scale
+    ws_e8 = ws.to(UE8M0) if which in ("b_scale", "both") else ws
     out_fp32 = run_grouped(kernel, a, w, a_scale, ws, ends=ends, out_dtype=torch.float32)
     out_e8 = run_grouped(kernel, a, w, as_e8, ws_e8, ends=ends, out_dtype=torch.float32)
     assert torch.equal(_bits(out_e8), _bits(out_fp32))

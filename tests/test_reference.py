@@ -1,8 +1,11 @@
-"""The package's own Python reference (gemm_reference) against the exact float64 product."""
+"""The references the other tests rest on: the package's own Python reference (gemm_reference) against the
+exact float64 product, and the quantizer oracle's (reference_quantize_activation) exact power-of-two rounding."""
+
+import math
 
 import pytest
 import torch
-from _helpers import assert_close_gemm, make_inputs, reference_gemm
+from _helpers import UE8M0_MIN, assert_close_gemm, make_inputs, pow2_ceil, reference_gemm, ue8m0_bytes
 
 # fp32 sums of 128 exact FP8 products: a few fp32 ulps of the largest output.
 FP32_REL_TOL = 1e-5
@@ -48,3 +51,16 @@ def test_reference_refuses_non_fp8_operands(kernel):
         kernel.gemm_reference(a.float(), b, a_scale, b_scale)
     with pytest.raises(TypeError, match=r"gemm_reference: b must be torch.float8_e4m3fn .*got torch.bfloat16"):
         kernel.gemm_reference(a, b.bfloat16(), a_scale, b_scale)
+
+
+@pytest.mark.kernels_ci
+def test_oracle_pow2_ceil_exact():
+    # Normal and subnormal fp32 scales, exact powers of two and their neighbours, the largest finite scales.
+    values = [1.0, 1.5, 0.75, 3.0, 2.0**-126, 2.0**-126 * 1.25, 2.0**-149, 3 * 2.0**-149, 2.0**-130 * 1.5,
+              2.0**127, 1.1 * 2.0**126, 448.0, 1 / 448]
+    s = torch.tensor(values, dtype=torch.float32)
+    for v, got in zip(s.tolist(), pow2_ceil(s).tolist()):
+        mantissa, exponent = math.frexp(v)
+        assert got == (2.0 ** (exponent - 1) if mantissa == 0.5 else 2.0**exponent), v
+    assert pow2_ceil(torch.tensor([1.5 * 2.0**127])).isinf().all()
+    assert ue8m0_bytes(torch.tensor([UE8M0_MIN, 1.0, 2.0**127, float("inf"), float("nan")])).tolist() == [0, 127, 254, 255, 255]

@@ -4,7 +4,7 @@ quantize_launch).
 
 The library is $GEMM_CUDA_SHIM when set (scripts/cuda/validate.sh builds it once), else built here with
 nvcc into a temporary directory. HAS_SM90 is False on machines without an sm_90 GPU, where the tests
-that need the shim are skipped.
+that need the shim are skipped. build_host_probe compiles the plain-C++ probes of the planners and schedules.
 """
 
 from __future__ import annotations
@@ -44,3 +44,18 @@ def shim_path(build_dir: Path) -> Path:
     subprocess.run([nvcc, *NVCC_FLAGS, "-o", str(out), *SHIM_SOURCES], cwd=REPO_ROOT, check=True,
                    capture_output=True, text=True)
     return out
+
+
+def build_host_probe(source: str, build_dir: Path) -> Path:
+    """tests/cuda/<source>.cpp built with the host C++ compiler into build_dir (no GPU, no nvcc needed)."""
+    import pytest
+
+    cxx = shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
+    if cxx is None:
+        pytest.fail(f"no host C++ compiler (g++/c++/clang++) to compile {source}.cpp")
+    exe = build_dir / source
+    subprocess.run(
+        [cxx, "-std=c++17", "-O1", f"-I{REPO_ROOT}", str(Path(__file__).parent / f"{source}.cpp"), "-o", str(exe)],
+        check=True,
+    )
+    return exe

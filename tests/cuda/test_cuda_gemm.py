@@ -10,12 +10,10 @@ from __future__ import annotations
 import pytest
 import torch
 from _helpers import assert_close_gemm, make_inputs, reference_gemm
+from cuda_shim import HAS_SM90
 
 from benchmarks.shapes import CONFIG_SHAPES, RAGGED_SHAPES, SCALE_PATH_SHAPES
 
-HAS_SM90 = (
-    torch.cuda.is_available() and torch.version.hip is None and torch.cuda.get_device_capability()[0] == 9
-)
 pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not HAS_SM90, reason="needs a CUDA sm_90 (H100/H200) GPU")]
 
 FP8 = torch.float8_e4m3fn

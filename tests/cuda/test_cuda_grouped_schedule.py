@@ -9,16 +9,13 @@ tile is spent without a row; and it prints the grouped plan of MoE shapes.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cuda_shim import build_host_probe
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO_ROOT))
-from benchmarks.shapes import H200_SMS  # noqa: E402
+from benchmarks.shapes import H200_SMS
 
 # DeepSeek-V3 experts (256, top-8): gate-up and down projections at 64 / 512 / 4096 tokens.
 MOE_SHAPES = [(t * 8, n, k, 256) for t in (64, 512, 4096) for n, k in ((4096, 7168), (7168, 2048))]
@@ -26,15 +23,7 @@ MOE_SHAPES = [(t * 8, n, k, 256) for t in (64, 512, 4096) for n, k in ((4096, 71
 
 @pytest.fixture(scope="module")
 def probe(tmp_path_factory) -> Path:
-    cxx = shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
-    if cxx is None:
-        pytest.fail("no host C++ compiler (g++/c++/clang++) to compile the grouped probe")
-    exe = tmp_path_factory.mktemp("probe") / "grouped_probe"
-    subprocess.run(
-        [cxx, "-std=c++17", "-O1", f"-I{REPO_ROOT}", str(Path(__file__).parent / "grouped_probe.cpp"), "-o", str(exe)],
-        check=True,
-    )
-    return exe
+    return build_host_probe("grouped_probe", tmp_path_factory.mktemp("probe"))
 
 
 @pytest.mark.kernels_ci

@@ -12,28 +12,19 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from cuda_shim import build_host_probe
 
 from benchmarks.shapes import CONFIG_SHAPES, H200_SMS, RAGGED_SHAPES, SCALE_PATH_SHAPES
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def probe(tmp_path_factory) -> Path:
-    cxx = shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
-    if cxx is None:
-        pytest.fail("no host C++ compiler (g++/c++/clang++) to compile the heuristics probe")
-    exe = tmp_path_factory.mktemp("probe") / "plan_probe"
-    subprocess.run(
-        [cxx, "-std=c++17", "-O1", f"-I{REPO_ROOT}", str(Path(__file__).parent / "plan_probe.cpp"), "-o", str(exe)],
-        check=True,
-    )
-    return exe
+    return build_host_probe("plan_probe", tmp_path_factory.mktemp("probe"))
 
 
 def plans(probe: Path, shapes) -> tuple[int, list[tuple[int, ...]]]:

@@ -1,83 +1,16 @@
-"""The CUDA activation quantizer (gemm/cuda/quantize_kernel.cuh) against the Python reference, bit for bit.
-
-The reference is the package's quantize_activation (torch-ext/gemm/_quant.py) for fp32 scales, extended
-here by the contract's options (gemm_contract.h QuantizeArgs): scales rounded up to powers of two, UE8M0
-scales (the least power of two >= s that UE8M0 holds, so at least 2^-127), and a static scale. It runs on
-the CPU: torch divides an fp32 CUDA tensor by a Python scalar as a multiplication by its rounded
-reciprocal, which is not the contract's amax / 448.
-The GPU tests run through the raw launcher (tests/cuda/cuda_shim.py) and are skipped without an sm_90 GPU;
-the reference's own checks run anywhere.
+"""The CUDA activation quantizer (gemm/cuda/quantize_kernel.cuh) against reference_quantize_activation
+(tests/_helpers.py), bit for bit, through the raw launcher (tests/cuda/cuda_shim.py); skipped without an
+sm_90 GPU.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import math
-import sys
-import types
-
 import pytest
 import torch
-import torch.nn.functional as F
-from _helpers import REPO_ROOT
+from _helpers import SCALE_BLOCK_K as BLOCK, ceil_div, fp8_bits, reference_quantize_activation
 
 FP8 = torch.float8_e4m3fn
-FP8_MAX = 448.0
-BLOCK = 128
-TWO_POW_MINUS_127 = 2.0**-127
-UE8M0_NAN = 0xFF
 IN_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
-
-
-def package_quantize_activation():
-    """torch-ext/gemm/_quant.py's quantize_activation, loaded without the compiled package."""
-    name = "gemm_python_reference"
-    if name not in sys.modules:
-        package = types.ModuleType(name)
-        package.__path__ = [str(REPO_ROOT / "torch-ext" / "gemm")]
-        sys.modules[name] = package
-        for sub in ("_fp8", "_quant"):
-            spec = importlib.util.spec_from_file_location(f"{name}.{sub}", REPO_ROOT / "torch-ext" / "gemm" / f"{sub}.py")
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[spec.name] = module
-            spec.loader.exec_module(module)
-    return sys.modules[f"{name}._quant"].quantize_activation
-
-
-def pow2_ceil(s: torch.Tensor) -> torch.Tensor:
-    """The least power of two >= s (positive fp32; inf stays inf), exactly: built from the exponent bits."""
-    mantissa, exponent = torch.frexp(s)  # s = mantissa * 2^exponent, mantissa in [0.5, 1)
-    e = torch.where(mantissa == 0.5, exponent - 1, exponent).to(torch.int64)  # 2^e >= s
-    normal = (e + 127).clamp(min=0) << 23
-    subnormal = torch.ones_like(e) << (e + 149).clamp(0, 22)
-    value = torch.where(e >= -126, normal, subnormal).to(torch.int32).view(torch.float32)
-    return torch.where(torch.isinf(s), s, value)
-
-
-def ue8m0_bytes(s: torch.Tensor) -> torch.Tensor:
-    """The UE8M0 byte of powers of two >= 2^-127 (inf: the NaN byte)."""
-    b = (s.view(torch.int32) >> 23).to(torch.uint8)
-    b = torch.where(s == TWO_POW_MINUS_127, torch.zeros_like(b), b)
-    return torch.where(torch.isinf(s), torch.full_like(b, UE8M0_NAN), b)
-
-
-def reference_quantize(x: torch.Tensor, ue8m0: bool = False, pow2: bool = False, static: float | None = None):
-    """(q, scale) on the CPU: q [M, K] e4m3fn; scale [M, ceil(K / 128)] fp32, or UE8M0 bytes."""
-    x = x.cpu()
-    k = x.shape[-1]
-    kb = -(-k // BLOCK)
-    groups = F.pad(x.float(), (0, kb * BLOCK - k)).unflatten(-1, (kb, BLOCK))
-    if static is None:
-        s = groups.abs().amax(dim=-1) / FP8_MAX
-        s = torch.where(s > 0, s, torch.ones_like(s))
-    else:
-        s = torch.full(groups.shape[:-1], static, dtype=torch.float32)
-    if ue8m0:
-        s = torch.clamp(pow2_ceil(s), min=TWO_POW_MINUS_127)
-    elif pow2:
-        s = pow2_ceil(s)
-    q = (groups / s.unsqueeze(-1)).clamp(-FP8_MAX, FP8_MAX).to(FP8).flatten(-2)[..., :k]
-    return q.contiguous(), (ue8m0_bytes(s) if ue8m0 else s)
 
 
 def make_x(m: int, k: int, dtype: torch.dtype, seed: int, tiny_row: bool = True) -> torch.Tensor:
@@ -92,30 +25,6 @@ def make_x(m: int, k: int, dtype: torch.dtype, seed: int, tiny_row: bool = True)
     return x.to(dtype)
 
 
-# ------------------------------------------------------------------ the reference itself (any machine)
-
-
-def test_reference_is_the_package_reference():
-    quantize_activation = package_quantize_activation()
-    for dtype in IN_DTYPES:
-        x = make_x(9, 1000, dtype, seed=0)
-        q, s = reference_quantize(x)
-        q_pkg, s_pkg = quantize_activation(x)
-        assert torch.equal(q.view(torch.uint8), q_pkg.view(torch.uint8)) and torch.equal(s, s_pkg)
-
-
-def test_reference_pow2_ceil_exact():
-    values = [1.0, 1.5, 0.75, 3.0, 2.0**-126, 2.0**-126 * 1.25, 2.0**-149, 3 * 2.0**-149, 2.0**-130 * 1.5,
-              2.0**127, 1.1 * 2.0**126, 448.0, 1 / 448]
-    s = torch.tensor(values, dtype=torch.float32)
-    for v, got in zip(s.tolist(), pow2_ceil(s).tolist()):
-        mantissa, exponent = math.frexp(v)
-        assert got == (2.0 ** (exponent - 1) if mantissa == 0.5 else 2.0**exponent), v
-    assert ue8m0_bytes(torch.tensor([TWO_POW_MINUS_127, 1.0, 2.0**127, float("inf")])).tolist() == [0, 127, 254, 255]
-
-
-# ------------------------------------------------------------------ the kernel (sm_90 GPU)
-
 MODES = {  # name: (ue8m0, pow2, static)
     "fp32": (False, False, None),
     "fp32_pow2": (False, True, None),
@@ -129,7 +38,7 @@ SHAPES = [(1, 128), (3, 100), (65, 1000), (17, 1001), (33, 7168), (256, 4096)]
 def run_kernel(shim, x, mode, scale_layout="row_major", q_pad=0):
     ue8m0, pow2, static = MODES[mode]
     m, k = x.shape
-    kb = -(-k // BLOCK)
+    kb = ceil_div(k, BLOCK)
     q = torch.empty(m, k + q_pad, dtype=torch.uint8, device="cuda")[:, :k]
     sdt = torch.uint8 if ue8m0 else torch.float32
     if scale_layout == "m_major":
@@ -145,9 +54,10 @@ def run_kernel(shim, x, mode, scale_layout="row_major", q_pad=0):
 
 def assert_matches(shim, x, mode, **layout):
     q, scale = run_kernel(shim, x, mode, **layout)
-    q_ref, s_ref = reference_quantize(x, *MODES[mode])
-    q_ref = q_ref.view(torch.uint8)
-    bad = (q.cpu() != q_ref).nonzero()
+    ue8m0, pow2, static = MODES[mode]
+    scale_dtype = torch.uint8 if ue8m0 else torch.float32
+    q_ref, s_ref = reference_quantize_activation(x.cpu(), FP8, pow2, static, scale_dtype)
+    bad = (fp8_bits(q.view(FP8)) != fp8_bits(q_ref)).nonzero()
     assert bad.numel() == 0, f"{mode} {layout}: {bad.shape[0]} q bytes differ, first at {bad[0].tolist()}"
     s = scale.cpu()
     equal = torch.equal(s, s_ref) if s.dtype == torch.uint8 else torch.equal(s.view(torch.int32), s_ref.view(torch.int32))
@@ -202,7 +112,7 @@ def test_quantized_gemm_matches_fp32_scales(shim):
     m, n, k = 300, 520, 1000
     x = make_x(m, k, torch.bfloat16, seed=5, tiny_row=False).cuda()  # no scale below 2^-127: same q
     b = (torch.randn(n, k, device="cuda") * 2).to(FP8)
-    b_s = torch.rand(-(-n // BLOCK), -(-k // BLOCK), device="cuda") + 0.5
+    b_s = torch.rand(ceil_div(n, BLOCK), ceil_div(k, BLOCK), device="cuda") + 0.5
     q8, s8 = run_kernel(shim, x, "ue8m0", scale_layout="m_major")
     q32, s32 = run_kernel(shim, x, "fp32_pow2", scale_layout="m_major")
     assert torch.equal(q8, q32)

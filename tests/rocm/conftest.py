@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "emu"))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "emu"))  # emu_gemm, emu_build: for every test here
 import emu_build  # noqa: E402
 
 

@@ -8,14 +8,11 @@ page (after its end, or before its start), so out-of-bounds accesses fail too.""
 from __future__ import annotations
 
 import ctypes
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "emu"))
-import emu_gemm as E  # noqa: E402
+import emu_gemm as E
 
 pytestmark = pytest.mark.rocm_emu
 

@@ -4,14 +4,11 @@ end, sentinel ids) hold a canary that must survive bit for bit."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "emu"))
-import emu_gemm as E  # noqa: E402
+import emu_gemm as E
 
 pytestmark = pytest.mark.rocm_emu
 

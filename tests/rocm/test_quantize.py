@@ -1,72 +1,30 @@
 """The gfx942 activation quantizer (gemm::quantize_launch, gemm/rocm_quantize_kernel.h) on the CPU emulator,
-against a torch reference of the contract's numerics: q bytes and scales bitwise equal for bf16/fp16/fp32
+against reference_quantize_activation (tests/_helpers.py): q bytes and scales bitwise equal for bf16/fp16/fp32
 input (dense and padded rows), e4m3fnuz and e4m3fn, fp32 and UE8M0 scales in row- and M-major layout,
 power-of-two scales, a static scale, ragged K, zero groups, tiny and saturating values."""
 
 from __future__ import annotations
 
 import ctypes
-import sys
-from pathlib import Path
 
 import pytest
 import torch
+from _helpers import fp8_bits, reference_quantize_activation
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "emu"))
-import emu_gemm as E  # noqa: E402
+import emu_gemm as E
 
 pytestmark = pytest.mark.rocm_emu
 
 FNUZ, FN = torch.float8_e4m3fnuz, torch.float8_e4m3fn
-IN_FORMAT = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2}
-
-
-class EmuQuantizeArgs(ctypes.Structure):
-    _fields_ = [(name, t) for name, t in (
-        ("m", ctypes.c_int64), ("k", ctypes.c_int64),
-        ("x", ctypes.c_void_p), ("x_stride_m", ctypes.c_int64), ("x_format", ctypes.c_int64),
-        ("q", ctypes.c_void_p), ("q_stride_m", ctypes.c_int64), ("q_format", ctypes.c_int64),
-        ("scale", ctypes.c_void_p), ("scale_stride_m", ctypes.c_int64), ("scale_stride_k", ctypes.c_int64),
-        ("scale_format", ctypes.c_int64), ("pow2_scale", ctypes.c_int64), ("static_scale", ctypes.c_void_p),
-    )]
-
-
 @pytest.fixture(scope="module")
 def lib(gemm_libs):
     return gemm_libs["gemm"]
 
 
-def pow2_ceil(s: torch.Tensor) -> torch.Tensor:
-    """2^ceil(log2 s) for s > 0, exactly (frexp: s = m * 2^e with m in [0.5, 1)); inf stays inf (fp16
-    inputs overflow to inf in some rows of the test data)."""
-    mantissa, exponent = torch.frexp(s)
-    return torch.where((mantissa == 0.5) | s.isinf(), s, torch.ldexp(torch.ones_like(s), exponent))
-
-
-def reference(x, dtype, ue8m0, pow2, static=None):
-    """(q bytes, scales as fp32) per the contract: s = amax / max (1 if not > 0), rounded up to a power of
-    two for pow2 or UE8M0 (UE8M0: at least 2^-127), or the static scale; q = RNE(saturate(x / s))."""
-    m, k = x.shape
-    kb = -(-k // E.BLOCK)
-    limit = torch.finfo(dtype).max
-    groups = torch.nn.functional.pad(x.float(), (0, kb * E.BLOCK - k)).view(m, kb, E.BLOCK)
-    if static is None:
-        s = groups.abs().amax(dim=-1) / limit
-        s = torch.where(s > 0, s, torch.ones_like(s))
-    else:
-        s = torch.full((m, kb), static, dtype=torch.float32)
-    if pow2 or ue8m0:
-        s = pow2_ceil(s)
-    if ue8m0:  # at least 2^-127; infinity has no UE8M0 byte: 0xFF, NaN
-        s = torch.where(s.isinf(), float("nan"), s.clamp(min=2.0**-127))
-    q = (groups / s.unsqueeze(-1)).clamp(-limit, limit).to(dtype).view(m, kb * E.BLOCK)[:, :k]
-    return q.view(torch.uint8), s
-
-
 def run(lib, x, q, scale, pow2=False, static=None):
     static_t = torch.tensor([static], dtype=torch.float32) if static is not None else None
-    args = EmuQuantizeArgs(
-        x.shape[0], x.shape[1], x.data_ptr(), x.stride(0), IN_FORMAT[x.dtype],
+    args = E.EmuQuantizeArgs(
+        x.shape[0], x.shape[1], x.data_ptr(), x.stride(0), E.IN_FORMAT[x.dtype],
         q.data_ptr(), q.stride(0), E.FP8_FORMAT[q.dtype],
         scale.data_ptr(), scale.stride(0), scale.stride(1), E.SCALE_FORMAT[scale.dtype], int(pow2),
         static_t.data_ptr() if static_t is not None else None)
@@ -105,13 +63,10 @@ def check(lib, x, dtype, ue8m0, m_major, pow2=False, static=None):
     rc, err, stats = run(lib, x, q, scale, pow2, static)
     assert rc == 0 and err == "", err
     assert stats.launches == 1
-    q_ref, s_ref = reference(x, dtype, ue8m0, pow2, static)
-    if ue8m0:  # the byte: exponent field of the power of two (2^-127 -> 0), NaN -> 0xFF
-        s_bytes = torch.where(s_ref.isnan(), 0xFF, (s_ref.view(torch.int32) >> 23) & 0xFF).to(torch.uint8)
-        assert torch.equal(scale.view(torch.uint8), s_bytes), "UE8M0 scales differ"
-    else:
-        assert torch.equal(scale.view(torch.int32), s_ref.view(torch.int32)), "scales differ"
-    bad = q.view(torch.uint8) != q_ref
+    q_ref, s_ref = reference_quantize_activation(x, dtype, pow2, static, torch.uint8 if ue8m0 else torch.float32)
+    bits = torch.uint8 if ue8m0 else torch.int32  # bitwise, NaN and -0 included
+    assert torch.equal(scale.view(bits), s_ref.view(bits)), "scales differ"
+    bad = fp8_bits(q) != fp8_bits(q_ref)
     assert not bad.any(), f"{int(bad.sum())} q bytes differ, first at {bad.nonzero()[0].tolist()}"
 
 
@@ -152,15 +107,15 @@ def test_quantize_reference_can_fail(lib):
     q = torch.empty(3, 256, dtype=FN)
     scale = torch.empty(3, 2)
     assert run(lib, x, q, scale)[0] == 0
-    q_ref, s_ref = reference(x, FN, ue8m0=False, pow2=True)
-    assert not torch.equal(scale.view(torch.int32), s_ref.view(torch.int32))
+    q_ref, s_ref = reference_quantize_activation(x, FN, pow2_scale=True)
+    assert not torch.equal(scale, s_ref)
 
 
 def test_quantize_refusals(lib):
     x = torch.randn(2, 128)
     q = torch.empty(2, 128, dtype=FN)
     scale = torch.empty(2, 1)
-    args = EmuQuantizeArgs(2, 128, x.data_ptr(), 128, 9, q.data_ptr(), 128, 0, scale.data_ptr(), 1, 1, 0, 0, None)
+    args = E.EmuQuantizeArgs(2, 128, x.data_ptr(), 128, 9, q.data_ptr(), 128, 0, scale.data_ptr(), 1, 1, 0, 0, None)
     stats, err = E.EmuStats(), ctypes.create_string_buffer(E.ERR_LEN)
     assert lib.emu_quantize(ctypes.byref(args), ctypes.byref(stats), err, E.ERR_LEN) == 1
     assert "x_format" in err.value.decode() and "9" in err.value.decode()

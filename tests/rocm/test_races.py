@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "emu"))
-import emu_build  # noqa: E402
+import emu_build
 
 pytestmark = pytest.mark.rocm_emu
 

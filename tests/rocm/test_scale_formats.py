@@ -5,14 +5,11 @@ scale formats, tile, split, operand and scale layout; the fp64 reference; the ex
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "emu"))
-import emu_gemm as E  # noqa: E402
+import emu_gemm as E
 
 pytestmark = pytest.mark.rocm_emu
 

@@ -11,6 +11,7 @@ import torch
 BLOCK = 128  # kScaleBlockK == kScaleBlockN (gemm/gemm_contract.h)
 FP8_FORMAT = {torch.float8_e4m3fn: 0, torch.float8_e4m3fnuz: 1}
 OUT_FORMAT = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2}
+IN_FORMAT = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2}  # gemm::InFormat, the quantizer's x
 NAN_BYTE = {torch.float8_e4m3fn: 0x7F, torch.float8_e4m3fnuz: 0x80}
 SCALE_FORMAT = {torch.float32: 0, torch.float8_e8m0fnu: 1}
 ERR_LEN = 2048
@@ -28,6 +29,16 @@ class EmuGemmArgs(ctypes.Structure):
         ("a_scale_format", ctypes.c_int64), ("b_scale_format", ctypes.c_int64),
         ("num_groups", ctypes.c_int64), ("b_stride_group", ctypes.c_int64), ("b_scale_stride_group", ctypes.c_int64),
         ("group_ends", ctypes.c_void_p), ("row_group", ctypes.c_void_p),
+    )]
+
+
+class EmuQuantizeArgs(ctypes.Structure):
+    _fields_ = [(name, t) for name, t in (
+        ("m", ctypes.c_int64), ("k", ctypes.c_int64),
+        ("x", ctypes.c_void_p), ("x_stride_m", ctypes.c_int64), ("x_format", ctypes.c_int64),
+        ("q", ctypes.c_void_p), ("q_stride_m", ctypes.c_int64), ("q_format", ctypes.c_int64),
+        ("scale", ctypes.c_void_p), ("scale_stride_m", ctypes.c_int64), ("scale_stride_k", ctypes.c_int64),
+        ("scale_format", ctypes.c_int64), ("pow2_scale", ctypes.c_int64), ("static_scale", ctypes.c_void_p),
     )]
 
 
