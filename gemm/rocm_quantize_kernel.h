@@ -156,8 +156,11 @@ __global__ __launch_bounds__(kQuantThreads) void quantize_fp8_kernel(QuantizePar
   uint32_t s_byte = 0;
   if (p.pow2) s = pow2_ceil(s);
   if (p.scale_ue8m0) {
+    // The byte holds 2^-127 at least; an inf scale is stored as the NaN byte but divides as inf, as
+    // on the other backends.
     s_byte = ue8m0_of(s);
-    s = ue8m0_to_float(s_byte);  // the value the byte stores (2^-127 at least)
+    const float floor = ue8m0_to_float(0);
+    s = s > floor ? s : floor;
   }
 
   uint32_t out[kQuantPerThread];
