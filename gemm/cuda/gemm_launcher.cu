@@ -459,25 +459,13 @@ std::string launch_grouped(const GemmArgs& args, const Workspace& workspace, cud
   TensorMaps maps{};
   if (err = encode_operand("a", a, m, k, cfg.block_m, maps.a); !err.empty()) return err;
   if (err = encode_operand("b", b, groups * n, k, cfg.block_n, maps.b); !err.empty()) return err;
-  const int64_t kblocks = cuda::cdiv(k, cuda::kBlockK);
-  ScaleOperand sa;
-  cuda::ScaleCopy scale_copy{};
-  const bool a_scale_tma = cuda::scales_by_tma(cfg);
-  if (a_scale_tma) {
-    if (err = prepare_scales("a_scale", static_cast<const float*>(src.a_scale), m, kblocks, src.a_scale_stride_m,
-                             src.a_scale_stride_k, workspace, scale_copy, sa);
-        !err.empty()) return err;
-    if (err = encode_scales("a_scale", sa, m, kblocks, cfg.block_m, 1, maps.a_scale); !err.empty()) return err;
-  }
+  // The A scales are gathered by the scale warp, never loaded by TMA: a segment starts at any row, and a
+  // TMA box must start 16-byte aligned along the innermost (M) dimension of M-major scales.
   const int64_t whole_kblocks = k / cuda::kBlockK;
   if (plan.pairs) {
     if (err = encode_operand_pairs("a", a, m, whole_kblocks, cfg.block_m, maps.a_pair); !err.empty()) return err;
     if (err = encode_operand_pairs("b", b, groups * n, whole_kblocks, cfg.block_n, maps.b_pair); !err.empty()) {
       return err;
-    }
-    if (a_scale_tma) {
-      if (err = encode_scales("a_scale", sa, m, kblocks, cfg.block_m, cuda::kKBlocksPerPair, maps.a_scale_pair);
-          !err.empty()) return err;
     }
   }
 
@@ -491,7 +479,7 @@ std::string launch_grouped(const GemmArgs& args, const Workspace& workspace, cud
   p.b_scale_format = args.b_scale_format;
   p.b_scale_stride_n = args.b_scale_stride_n;
   p.b_scale_stride_k = args.b_scale_stride_k;
-  p.a_scale_tma = a_scale_tma;
+  p.a_scale_tma = false;
   p.b_evict_first = plan.b_evict_first;
   p.pair_kblocks = plan.pairs ? static_cast<int32_t>(whole_kblocks) : 0;
   p.out = args.c;
@@ -503,9 +491,6 @@ std::string launch_grouped(const GemmArgs& args, const Workspace& workspace, cud
   p.out_tma = p.group.out_rows == nullptr && out_tma_storable(args);
   if (p.out_tma) {
     if (err = encode_out(args, cfg, maps.out); !err.empty()) return err;
-  }
-  if (scale_copy.dst != nullptr) {
-    if (err = launch_scale_copy(scale_copy, stream); !err.empty()) return err;
   }
   if (err = launch_repacks(repacks, k, stream); !err.empty()) return err;
   if (const cudaError_t e = grouped_launcher(plan.config)(maps, p, plan.grid, 1, stream, nullptr); e != cudaSuccess) {
