@@ -1,5 +1,5 @@
 """ctypes access to the CUDA backend's grouped GEMM through the tuner shim (scripts/cuda/tune_shim.cu, its
-ctypes mirrors in tune.py), for tests/cuda/test_cuda_grouped.py and scripts/cuda/bench_grouped.py; no
+ctypes mirrors in tune.py), for tests/cuda/test_cuda_grouped.py; no
 package build needed (tests/cuda/cuda_shim.py builds the shim)."""
 
 from __future__ import annotations
