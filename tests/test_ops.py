@@ -27,9 +27,14 @@ IN_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 CANARY = -12345.0
 
 
+def _on_cuda(device) -> bool:
+    """An NVIDIA device (ROCm devices are 'cuda' to torch too)."""
+    return str(device).startswith("cuda") and torch.version.hip is None
+
+
 def _bits(t: torch.Tensor) -> torch.Tensor:
-    """The bytes of a tensor, to compare results bit for bit (NaN included)."""
-    return t.flatten().contiguous().view(torch.uint8)
+    """The bytes of a tensor on the CPU, to compare results bit for bit (NaN included)."""
+    return t.flatten().contiguous().view(torch.uint8).cpu()
 
 
 def _pow2_scales(shape, gen: torch.Generator, low: int = -9, high: int = -5) -> torch.Tensor:
@@ -52,7 +57,7 @@ def run_quantize(kernel, x, fp8_dtype, scale_dtype=torch.float32, pow2=False, st
 def assert_quantize_matches(kernel, x, fp8_dtype, scale_dtype=torch.float32, pow2=False, static=None, m_major=False):
     q, scale = run_quantize(kernel, x, fp8_dtype, scale_dtype, pow2, static, m_major)
     q_ref, scale_ref = reference_quantize_activation(x, fp8_dtype, pow2, static, scale_dtype)
-    assert torch.equal(_bits(scale.cpu()), _bits(scale_ref)), "scales differ from the reference"
+    assert torch.equal(_bits(scale), _bits(scale_ref)), "scales differ from the reference"
     assert torch.equal(fp8_bits(q), fp8_bits(q_ref)), "FP8 values differ from the reference"
 
 
@@ -314,6 +319,10 @@ def test_grouped_ue8m0_equals_fp32_pow2(kernel, device, which):
     a, a_scale, w, ws, ends, rows = contiguous_case(kernel, device, counts, tail=4, seed=51, pow2=True)
     as_e8 = a_scale.to(UE8M0) if which in ("a_scale", "both") else a_scale
     ws_e8 = ws.to(UE8M0) if which in ("b_scale", "both") else ws
+    if _on_cuda(device) and which != "b_scale":  # documented: CUDA's grouped GEMM takes fp32 a_scale
+        with pytest.raises(RuntimeError, match="a grouped GEMM takes float32 a_scale"):
+            run_grouped(kernel, a, w, as_e8, ws_e8, ends=ends, out_dtype=torch.float32)
+        return
     out_fp32 = run_grouped(kernel, a, w, a_scale, ws, ends=ends, out_dtype=torch.float32)
     out_e8 = run_grouped(kernel, a, w, as_e8, ws_e8, ends=ends, out_dtype=torch.float32)
     assert torch.equal(_bits(out_e8), _bits(out_fp32))
@@ -327,6 +336,10 @@ def test_grouped_strided_weights(kernel, device):
     a, a_scale, w, ws, ends, rows = contiguous_case(kernel, device, counts, seed=61, n=200, k=300)
     w_n_major = w.transpose(1, 2).contiguous().transpose(1, 2)
     ws_t = ws.transpose(1, 2).contiguous().transpose(1, 2)
+    if _on_cuda(device):  # documented: CUDA's grouped GEMM takes K-major experts n * K apart
+        with pytest.raises(RuntimeError, match="b must hold its groups n \\* b_stride_n apart"):
+            run_grouped(kernel, a, w_n_major, a_scale, ws_t, ends=ends)
+        return
     out = run_grouped(kernel, a, w_n_major, a_scale, ws_t, ends=ends)
     check_grouped(out, grouped_reference(a, a_scale, w, ws, rows))
 
