@@ -34,7 +34,11 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
+# The checkpoints are written here: nothing needs the Hub, and transformers' other Hub kernels (e.g.
+# rotary) must fail as "not found", which it tolerates, not on a trust check it cannot make offline.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import torch  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FINEGRAINED_FP8_REPO_ID = "kernels-community/finegrained-fp8"
