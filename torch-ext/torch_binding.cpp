@@ -275,16 +275,24 @@ Problem validate_gemm(const char* op, const at::Tensor& out, const at::Tensor& a
 
 // A grouped operand [E, rows, cols]: one dense 2-D layout shared by every group, groups stride(0)
 // apart; any other pattern is copied, as for 2-D operands.
-struct GroupedOperand {
-  at::Tensor storage;
-  Layout2d layout;
+struct GroupedOperand : Operand {
   int64_t group_stride;
 };
 
 GroupedOperand grouped_operand(const at::Tensor& t) {
-  if (const auto layout = dense_layout(t.select(0, 0))) return {t, *layout, t.stride(0)};
+  if (const auto layout = dense_layout(t.select(0, 0))) return {{t, *layout}, t.stride(0)};
   at::Tensor copy = t.contiguous();
-  return {copy, dense_layout(copy.select(0, 0)).value(), copy.stride(0)};
+  return {{copy, dense_layout(copy.select(0, 0)).value()}, copy.stride(0)};
+}
+
+// b and b_scale (one expert's layout for grouped ones) into `args`.
+void set_weight(gemm::GemmArgs& args, const Operand& b, const Operand& b_scale) {
+  args.b = b.storage.const_data_ptr();
+  args.b_stride_n = b.layout.row_stride;
+  args.b_stride_k = b.layout.col_stride;
+  args.b_scale = b_scale.storage.const_data_ptr();
+  args.b_scale_stride_n = b_scale.layout.row_stride;
+  args.b_scale_stride_k = b_scale.layout.col_stride;
 }
 
 // GemmArgs of everything but b and b_scale; `storage` keeps copied operands alive until the launch.
@@ -373,12 +381,7 @@ void gemm_op(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at
     gemm::GemmArgs args = gemm_args(op, problem, out, a, a_scale, storage);
     const Operand b_op = dense_operand(b);
     const Operand b_scale_op = dense_operand(b_scale);
-    args.b = b_op.storage.const_data_ptr();
-    args.b_stride_n = b_op.layout.row_stride;
-    args.b_stride_k = b_op.layout.col_stride;
-    args.b_scale = b_scale_op.storage.const_data_ptr();
-    args.b_scale_stride_n = b_scale_op.layout.row_stride;
-    args.b_scale_stride_k = b_scale_op.layout.col_stride;
+    set_weight(args, b_op, b_scale_op);
     launch_gemm(op, args, a.device(), stream);
   });
 }
@@ -402,12 +405,7 @@ void grouped_gemm_op(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, 
     gemm::GemmArgs args = gemm_args(op, problem, out, a, a_scale, storage);
     const GroupedOperand b_op = grouped_operand(b);
     const GroupedOperand b_scale_op = grouped_operand(b_scale);
-    args.b = b_op.storage.const_data_ptr();
-    args.b_stride_n = b_op.layout.row_stride;
-    args.b_stride_k = b_op.layout.col_stride;
-    args.b_scale = b_scale_op.storage.const_data_ptr();
-    args.b_scale_stride_n = b_scale_op.layout.row_stride;
-    args.b_scale_stride_k = b_scale_op.layout.col_stride;
+    set_weight(args, b_op, b_scale_op);
     args.num_groups = problem.groups;
     args.b_stride_group = b_op.group_stride;
     args.b_scale_stride_group = b_scale_op.group_stride;
