@@ -103,6 +103,17 @@ def test_opcheck_quantize(kernel, device, scale_dtype):
 
 
 @pytest.mark.kernels_ci
+@pytest.mark.parametrize("static", [False, True], ids=["dynamic", "static"])
+def test_opcheck_linear(kernel, device, static):
+    fp8 = fp8_dtypes_for(device)[0]
+    _, b, _, b_scale = make_inputs(1, 192, 300, device=device, fp8_dtype=fp8, seed=3)
+    x = torch.randn(33, 300, device=device, dtype=torch.bfloat16)
+    out = torch.empty(33, 192, dtype=torch.bfloat16, device=device)
+    scale = torch.full((1,), 0.02, device=device) if static else None
+    torch.library.opcheck(kernel.ops.linear.default, (out, x, b, b_scale, scale, False), test_utils=OPCHECK_UTILS)
+
+
+@pytest.mark.kernels_ci
 @pytest.mark.parametrize("routing", ["group_ends", "row_group"])
 def test_opcheck_grouped_gemm(kernel, device, routing):
     fp8 = fp8_dtypes_for(device)[0]

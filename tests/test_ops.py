@@ -445,6 +445,39 @@ def test_grouped_bad_arguments(kernel, device, moe):
 
 
 @pytest.mark.kernels_ci
+@pytest.mark.kernels_ci
+@pytest.mark.parametrize("pow2", [False, True])
+def test_linear_equals_quantize_then_gemm(kernel, device, pow2):
+    fp8 = fp8_dtypes_for(device)[0]
+    _, b, _, b_scale = make_inputs(1, 200, 300, device=device, fp8_dtype=fp8, seed=5)
+    x = torch.randn(37, 320, device=device, dtype=torch.bfloat16)[:, :300]  # a padded row stride
+    out = torch.empty(37, 200, dtype=torch.bfloat16, device=device)
+    kernel.ops.linear(out, x, b, b_scale, None, pow2)
+    a, a_scale = kernel.quantize_activation(x, dtype=fp8, pow2_scale=pow2)
+    assert torch.equal(out, kernel.gemm(a, b, a_scale, b_scale))
+
+
+@pytest.mark.kernels_ci
+def test_linear_bad_arguments(kernel, device):
+    fp8 = fp8_dtypes_for(device)[0]
+    _, b, _, b_scale = make_inputs(1, 200, 300, device=device, fp8_dtype=fp8, seed=6)
+    x = torch.randn(4, 300, device=device)
+    out = torch.empty(4, 200, dtype=torch.bfloat16, device=device)
+    op = kernel.ops.linear
+    with _raises(TypeError, "linear: x must be torch.bfloat16, torch.float16 or torch.float32, got torch.float64"):
+        op(out, x.double(), b, b_scale, None, False)
+    with _raises(ValueError, "linear: x must have shape [M, K] with K = b.shape[1] = 300", "[4, 299]"):
+        op(out, x[:, :299], b, b_scale, None, False)
+    with _raises(TypeError, "linear: b must be torch.float8_e4m3fn"):
+        op(out, x, b.bfloat16(), b_scale, None, False)
+    with _raises(ValueError, "linear: b_scale must have shape [ceil(N/128), ceil(K/128)] = [2, 3]", "[2, 2]"):
+        op(out, x, b, b_scale[:, :2], None, False)
+    with _raises(ValueError, "linear: out must have shape [M, N] = [4, 200]", "[4, 199]"):
+        op(out[:, :199], x, b, b_scale, None, False)
+    with _raises(TypeError, "linear: static_scale must be torch.float32, got torch.float64"):
+        op(out, x, b, b_scale, torch.ones(1, dtype=torch.float64, device=device), False)
+
+
 def test_quantize_bad_arguments(kernel, device):
     fp8_dtype = fp8_dtypes_for(device)[0]
     x = torch.randn(4, 200, device=device)

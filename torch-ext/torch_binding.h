@@ -21,6 +21,10 @@
 //     scale [M, ceil(K/128)] float32 | float8_e8m0fnu, row-major or M-major; static_scale None or a
 //     one-element float32 tensor; numerics in gemm/gemm_contract.h (QuantizeArgs).
 //
+//   linear(Tensor! out, Tensor x, Tensor b, Tensor b_scale, Tensor? static_scale, bool pow2_scale) -> ()
+//     quantize then gemm in one op: x [M, K] as quantize's, b, b_scale and out as gemm's; the FP8
+//     activations and their scales are temporaries from the caching allocator.
+//
 // Every violated precondition raises (ValueError for shapes/strides/devices, TypeError for dtypes,
 // RuntimeError for a backend refusal); nothing prints, aborts or synchronizes. A GPU build refuses
 // CPU tensors with a ValueError.
@@ -41,5 +45,8 @@ void grouped_gemm_op(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, 
 
 void quantize_op(at::Tensor& q, at::Tensor& scale, const at::Tensor& x, const std::optional<at::Tensor>& static_scale,
                  bool pow2_scale);
+
+void linear_op(at::Tensor& out, const at::Tensor& x, const at::Tensor& b, const at::Tensor& b_scale,
+               const std::optional<at::Tensor>& static_scale, bool pow2_scale);
 
 }  // namespace gemm_binding
