@@ -175,14 +175,16 @@ def fp8_without_gpu():
 
 
 def load_fp8(path: Path, device: str, experts_implementation: str, **kwargs):
-    """from_pretrained of the FP8 checkpoint; fails on any missing, unexpected or mismatched key."""
+    """from_pretrained of the FP8 checkpoint; fails on any missing, unexpected or mismatched key.
+    use_kernels=False: no other Hub layer (rotary, ...) is swapped in, and none is fetched; the FP8
+    modules load their kernel on their own, whatever use_kernels says."""
     from transformers import AutoModelForCausalLM
 
     guard = fp8_without_gpu() if device == "cpu" else contextlib.nullcontext()
     with guard:
         model, info = AutoModelForCausalLM.from_pretrained(
             path, dtype=torch.bfloat16, device_map=device, experts_implementation=experts_implementation,
-            output_loading_info=True, **kwargs,
+            output_loading_info=True, use_kernels=False, **kwargs,
         )  # fmt: skip
     problems = {k: v for k, v in info.items() if v}
     assert not problems, f"loading {path} reported {problems}"
@@ -195,7 +197,8 @@ def load_dequantized(path: Path, device: str):
 
     config = FineGrainedFP8Config(weight_block_size=[BLOCK, BLOCK], dequantize=True)
     model = AutoModelForCausalLM.from_pretrained(
-        path, dtype=torch.bfloat16, quantization_config=config, experts_implementation="eager", device_map=device
+        path, dtype=torch.bfloat16, quantization_config=config, experts_implementation="eager", device_map=device,
+        use_kernels=False,
     )
     assert not any(p.dtype == FP8 for p in model.parameters()), "dequantize=True left FP8 weights"
     return model.eval()

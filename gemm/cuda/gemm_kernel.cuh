@@ -239,18 +239,8 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
     __syncthreads();
   }
   // The kernel launches as a programmatic dependent of the kernel before it in the stream (the A-scale
-  // transpose, the activation quantizer, or the caller's): the launch and the prologue above overlap
-  // that kernel's end, and nothing below reads or writes global memory before it has completed. The
-  // weights of the first unit are only prefetched into the L2 before that (a hint, which cannot expose
-  // data written before the wait returns): at decode sizes the B stream is the whole GEMM, and it then
-  // overlaps the quantizer that matmul_2d runs first.
-  if constexpr (!kGrouped) {
-    WorkUnit first;
-    if (threadIdx.x == 0 && cta_work_unit(p.sched, sched_cta, sched_grid, k_rank, k_split, 0, first)) {
-      const int32_t b_row = static_cast<int32_t>((first.n_blk * kClusterN + cta_rank) * kBlockN);
-      for (int kb = first.kb_begin; kb < first.kb_end; ++kb) ptx::tma_prefetch_l2_2d(&maps.b, kb * kBlockK, b_row);
-    }
-  }
+  // transpose, or the caller's): the launch and the prologue above overlap that kernel's end, and
+  // nothing below reads or writes global memory before it has completed.
   ptx::wait_prior_grid();
   if constexpr (kGrouped) build_group_table<kBlockM>(p.group.rows, p.m, p.sched.n_blocks, groups);
   // Unit `unit` of this CTA's walk into `w` (which holds the previous one); false past the last.

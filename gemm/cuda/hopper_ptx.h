@@ -64,15 +64,6 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, u
       : "memory");
 }
 
-// Asks the L2 to fetch the box (c0 = inner/K, c1 = rows) of `map`: a hint with no effect on what any
-// load later reads, so it may run before griddepcontrol.wait.
-__device__ __forceinline__ void tma_prefetch_l2_2d(const CUtensorMap* map, int32_t c0, int32_t c1) {
-  asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];" ::"l"(
-                   reinterpret_cast<uint64_t>(map)),
-               "r"(c0), "r"(c1)
-               : "memory");
-}
-
 // An L2 cache policy (PTX createpolicy) under which the lines a load brings in are the first the L2
 // evicts from their set.
 __device__ __forceinline__ uint64_t l2_policy_evict_first() {
