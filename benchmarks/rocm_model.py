@@ -34,6 +34,7 @@ import re
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -313,7 +314,7 @@ def template_args(demangled: str) -> tuple[str, tuple[str, ...]] | None:
     return None
 
 
-def kernel_instances(names, base: str) -> dict[tuple[str, ...], str]:
+def kernel_instances(names: Iterable[str], base: str) -> dict[tuple[str, ...], str]:
     """Template arguments -> mangled name of every instance of kernel template `base` in the assembly."""
     out = {}
     for mangled, plain in demangle(sorted(names)).items():
@@ -385,7 +386,7 @@ class Instance:
 
 
 def analyse(asm: str, remarks: str, pick: dict, tmp: Path) -> dict:
-    """`pick`: our label -> (mangled kernel name, block M, block N, waves per block)."""
+    """`pick`: label (our tile, or a RadeonFlow case) -> (mangled kernel name, block M, block N, waves per block)."""
     funcs, res = functions(asm), resources(remarks)
     names = demangle(sorted({name for name, *_ in pick.values()}))
     out = {}
