@@ -3,21 +3,26 @@
 
 No MI300X is available to measure on. The model reads what the compiler produced, not what the source
 intends: each kernel instance is compiled with clang-19 (-O3, device-only assembly, the flags of
-scripts/rocm/compile_check.py), its main loop (the backward branch whose body holds the most MFMAs) is
-cut out and, per iteration, counted by instruction class (MFMA cycles from AMD's calculator data in
-tests/rocm/golden; VALU, SALU, LDS, global memory, waits, barriers) and timed for one wave by
-llvm-mca-19 (-mcpu=gfx942; one mca unit = 4 clocks, reference/rocm-static-model.md). Occupancy comes
-from the compiler's VGPR/AGPR/LDS figures. When the loop has runtime branches, the fastest and the
-slowest path through its body (most MFMAs first) are both analysed.
+scripts/rocm/compile_check.py) and found by its demangled name (llvm-cxxfilt-19); its main loop (the
+backward branch whose body holds the most MFMAs) is cut out and, per iteration, counted by instruction
+class (MFMA cycles from AMD's calculator data in tests/rocm/golden; VALU, SALU, LDS, global memory,
+waits, barriers) and timed for one wave by llvm-mca-19 (-mcpu=gfx942; one mca unit = 4 clocks,
+reference/rocm-static-model.md). Occupancy comes from the compiler's VGPR/AGPR/LDS figures. When the
+loop has runtime branches, the fastest and the slowest path through its body (most MFMAs first) are
+both analysed.
 
-Time of one K step of a workgroup on a SIMD holding W waves (clocks):
-    max(W * MFMA cycles, W * 4 * other instructions, one-wave llvm-mca clocks + LATENCY)
-LATENCY is what llvm-mca cannot see (HBM/L2 latency behind the one-stage prefetch, barrier skew between
-waves); it and the per-kernel launch gap are the model's two free constants, fitted on RadeonFlow's
-measured MI300X times (the peers folder: sources, compile script, MEASURED.md). Only when that fit is
-within CALIBRATION_BOUND of every measured shape are our kernel's predictions printed as calibrated.
+The time formula is not here: it is `estimate_seconds` in gemm/rocm_planner.h, the planner's own, run
+through a small g++ program (ESTIMATE_PROGRAM) for our kernel and for RadeonFlow's (its figures passed
+in). Its two free constants, LATENCY (per K step, what llvm-mca cannot see: HBM/L2 latency behind the
+one-stage prefetch, barrier skew) and the per-launch gap, are fitted here on RadeonFlow's measured
+MI300X times (the peers folder: sources, compile script, MEASURED.md). Only when that fit is within
+CALIBRATION_BOUND of every measured shape are our kernel's predictions printed as calibrated.
 
-Usage: python3 benchmarks/rocm_model.py [--out benchmarks/results/rocm_model.md]
+--write-costs writes the per-instance figures and the fitted constants into gemm/rocm_loop_costs.h,
+which the planner reads; tests/rocm/test_rocm_model.py fails when that header no longer matches the
+assembly.
+
+Usage: python3 benchmarks/rocm_model.py [--out benchmarks/results/rocm_model.md] [--write-costs]
 """
 from __future__ import annotations
 
@@ -29,21 +34,21 @@ import re
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # the repository root: benchmarks.shapes
-from benchmarks.shapes import CHALLENGE  # noqa: E402
+from benchmarks.shapes import CHALLENGE, LAYOUT_CHALLENGE  # noqa: E402
 sys.path.insert(0, str(REPO / "tests" / "rocm" / "golden"))
 import golden_lanes  # noqa: E402  (AMD's calculator data: MFMA cycles)
 
-# ---- MI300X (AMD data sheet) ---------------------------------------------------------------------
-CUS = 304
+COSTS_HEADER = REPO / "gemm" / "rocm_loop_costs.h"
+WRITE_COMMAND = "python3 benchmarks/rocm_model.py --write-costs"
+
+# ---- MI300X occupancy facts (CDNA3 ISA guide) ------------------------------------------------------
 SIMDS_PER_CU = 4
-CLOCK = 2.1e9            # peak engine clock, Hz
-HBM = 5.3e12             # B/s
-HBM_EFFICIENCY = 0.80    # fraction of HBM peak a streaming kernel reaches (assumed)
 LDS_PER_CU = 64 * 1024
 VGPRS_PER_SIMD_LANE = 512  # unified VGPR+AGPR file per lane on CDNA3
 VGPR_GRANULE = 8
@@ -52,27 +57,63 @@ WAVE = 64
 MCA_CLOCKS_PER_UNIT = 4  # SISchedule.td: latency values are 1/(ops per cycle)/4
 SCALE_BLOCK = 128
 CALIBRATION_BOUND = 0.20
+LATENCY_GRID = range(0, 20001, 100)            # clocks per K step
+LAUNCH_GRID_US = [x / 2 for x in range(0, 41)]  # µs per launch
 
 MFMA_CYCLES = {name: golden_lanes.instruction(name)["cycles"] for name in golden_lanes.PREFIXES}
 MFMA_MACS = {name: math.prod(golden_lanes.instruction(name)[d] for d in "MNK") for name in golden_lanes.PREFIXES}
 
 CLANG = os.environ.get("CLANGXX", "clang++-19")
 MCA = os.environ.get("LLVM_MCA", "llvm-mca-19")
+CXXFILT = os.environ.get("LLVM_CXXFILT", "llvm-cxxfilt-19")
 HIP_FLAGS = ["-x", "hip", "-std=c++20", "-O3", "--offload-arch=gfx942", "--cuda-device-only", "-S",
              "-Rpass-analysis=kernel-resource-usage"]
 
-# Reads shapes "m n k" from stdin; prints the tile table, then per shape the planner's choice.
-CHOICE_PROGRAM = r"""
+# Prints kTiles: "index block_m block_n waves".
+TILES_PROGRAM = r"""
 #include <cstdio>
-#include "gemm/rocm_planner.h"
+#include "gemm/rocm_tile_configs.h"
 int main() {
   using namespace gemm::rocm;
   for (int i = 0; i < kNumTiles; ++i)
-    std::printf("tile %d %d %d %d\n", i, kTiles[i].block_m, kTiles[i].block_n, kTiles[i].warps_m * kTiles[i].warps_n);
+    std::printf("%d %d %d %d\n", i, kTiles[i].block_m, kTiles[i].block_n, kTiles[i].warps_m * kTiles[i].warps_n);
+}
+"""
+
+# Reads commands from stdin, one per line:
+#   estimate <InstanceCost: block_m block_n waves_per_simd blocks_per_cu> <LoopCost: k_steps mca_clocks
+#            mfma_cycles other_instructions> <ModelConstants: latency_clocks launch_seconds>
+#            <Staging: bytes launches> m n k split   -> estimate_seconds on an MI300X
+#   plan m n k  -> select_config's tile and split on an MI300X, its estimate on the fast and slow path, and
+#                  how many workgroups of that tile are resident at once
+ESTIMATE_PROGRAM = r"""
+#include <cstdio>
+#include <cstring>
+#include "gemm/rocm_planner.h"
+int main() {
+  using namespace gemm::rocm;
+  char command[16];
   long long m, n, k;
-  while (std::scanf("%lld %lld %lld", &m, &n, &k) == 3) {
-    const RocmConfig c = select_config(m, n, k, kMi300xCuCount);
-    std::printf("choice %lld %lld %lld %d %d\n", m, n, k, c.tile, c.split_k);
+  while (std::scanf("%15s", command) == 1) {
+    if (std::strcmp(command, "estimate") == 0) {
+      InstanceCost inst{};
+      ModelConstants c{};
+      Staging staging{};
+      int split;
+      if (std::scanf("%d %d %d %d %d %lf %d %d %lf %lf %lf %d %lld %lld %lld %d", &inst.block_m, &inst.block_n,
+                     &inst.waves_per_simd, &inst.blocks_per_cu, &inst.fast.k_steps, &inst.fast.mca_clocks,
+                     &inst.fast.mfma_cycles, &inst.fast.other_instructions, &c.latency_clocks, &c.launch_seconds,
+                     &staging.bytes, &staging.launches, &m, &n, &k, &split) != 16)
+        return 1;
+      std::printf("%.9e\n", estimate_seconds(inst, inst.fast, m, n, k, split, kMi300xCuCount, c, staging));
+    } else if (std::strcmp(command, "plan") == 0 && std::scanf("%lld %lld %lld", &m, &n, &k) == 3) {
+      const RocmConfig config = select_config(m, n, k, kMi300xCuCount);
+      const InstanceCost& inst = kLoopCosts[config.tile];
+      std::printf("%d %d %.9e %.9e %d\n", config.tile, config.split_k,
+                  estimate_seconds(inst, inst.fast, m, n, k, config.split_k, kMi300xCuCount, kModelConstants),
+                  estimate_seconds(inst, inst.slow, m, n, k, config.split_k, kMi300xCuCount, kModelConstants),
+                  kMi300xCuCount * inst.blocks_per_cu);
+    }
   }
 }
 """
@@ -244,10 +285,63 @@ def resources(remarks: str) -> dict[str, dict[str, int]]:
     return out
 
 
+def demangle(names: list[str]) -> dict[str, str]:
+    out = subprocess.run([CXXFILT], input="\n".join(names) + "\n", capture_output=True, text=True, check=True).stdout
+    return dict(zip(names, out.splitlines()))
+
+
+def template_args(demangled: str) -> tuple[str, tuple[str, ...]] | None:
+    """'void ns::kernel<0, (ns::E)1, false>(...)' -> ('ns::kernel', ('0', '(ns::E)1', 'false')); None without
+    template arguments. Splits at the top-level commas of the first <...>."""
+    head = demangled.split(" ", 1)[-1] if demangled.startswith("void ") else demangled
+    if "<" not in head:
+        return None
+    base, rest = head.split("<", 1)
+    args, depth, current = [], 0, ""
+    for ch in rest:
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)":
+            if depth == 0:  # the closing '>' of the argument list
+                args.append(current.strip())
+                return base, tuple(args)
+            depth -= 1
+        if ch == "," and depth == 0:
+            args.append(current.strip())
+            current = ""
+        else:
+            current += ch
+    return None
+
+
+def kernel_instances(names: Iterable[str], base: str) -> dict[tuple[str, ...], str]:
+    """Template arguments -> mangled name of every instance of kernel template `base` in the assembly."""
+    out = {}
+    for mangled, plain in demangle(sorted(names)).items():
+        parsed = template_args(plain)
+        if parsed and parsed[0] == base:
+            out[parsed[1]] = mangled
+    return out
+
+
+# ==== shape + layout -> kernel instance: the ONE place to adjust when the kernel's template changes ====
+OUR_KERNEL = "gemm::rocm::gemm_fp8_kernel"
+PLANNING_LAYOUT = LAYOUT_CHALLENGE  # the layout whose instances rocm_loop_costs.h describes
+
+
+def instance_for(tile: int, layout: str, instances: dict[tuple[str, ...], str]) -> str:
+    """The mangled name of the dense instance a call with this tile and operand layout runs. Today layout and
+    FP8 format are runtime arguments of gemm_fp8_kernel<tile, B scale format, grouped>: every layout runs
+    <tile, (gemm::ScaleFormat)0 = fp32 B scales, false = dense>, whose two loop paths are both analysed."""
+    del layout  # not a template parameter of the kernel yet
+    return instances[(str(tile), "(gemm::ScaleFormat)0", "false")]
+# =========================================================================================================
+
+
 @dataclass
 class Instance:
     """One compiled kernel instance: its main loop and what bounds its occupancy."""
-    name: str
+    name: str                # demangled
     block_m: int
     block_n: int
     waves_per_block: int
@@ -278,56 +372,155 @@ class Instance:
     def waves_per_simd(self) -> int:
         return self.blocks_per_cu * self.waves_per_block // SIMDS_PER_CU
 
+    def loop_cost(self, slow: bool) -> tuple[int, float, int, int]:
+        """The planner's LoopCost: K steps per iteration, one-wave llvm-mca clocks, MFMA cycles, other instructions."""
+        path, mca = (self.slow, self.mca_slow) if slow else (self.fast, self.mca_fast)
+        other = sum(v for k, v in path.counts.items() if k != "mfma")
+        return self.k_steps_per_iteration, round(mca, 2), path.mfma_cycles, other
 
-def analyse(asm: str, remarks: str, pick: dict[str, tuple[str, int, int, int]], tmp: Path) -> dict[str, Instance]:
-    """`pick`: our label -> (substring of the kernel's mangled name, block M, block N, waves per block)."""
+    def estimate_line(self, c: Constants, staging: tuple[int, int], m: int, n: int, k: int, split: int) -> str:
+        """One `estimate` command of ESTIMATE_PROGRAM for this instance's fast path."""
+        fields = (self.block_m, self.block_n, self.waves_per_simd, self.blocks_per_cu, *self.loop_cost(False),
+                  c.latency_clocks, f"{c.launch_s:.9e}", *staging, m, n, k, split)
+        return "estimate " + " ".join(map(str, fields))
+
+
+def analyse(asm: str, remarks: str, pick: dict, tmp: Path) -> dict:
+    """`pick`: label (our tile, or a RadeonFlow case) -> (mangled kernel name, block M, block N, waves per block)."""
     funcs, res = functions(asm), resources(remarks)
+    names = demangle(sorted({name for name, *_ in pick.values()}))
     out = {}
-    for label, (needle, bm, bn, waves) in pick.items():
-        name = next(n for n in funcs if needle in n)
+    for label, (name, bm, bn, waves) in pick.items():
         fast, slow, nblocks = main_loop_paths(funcs[name])
-        inst = Instance(name, bm, bn, waves, res[name], fast, slow, nblocks)
+        inst = Instance(names[name], bm, bn, waves, res[name], fast, slow, nblocks)
         inst.mca_fast = mca_clocks(fast.lines, tmp)
         inst.mca_slow = inst.mca_fast if slow.lines == fast.lines else mca_clocks(slow.lines, tmp)
         out[label] = inst
     return out
 
 
-# ---- the time model ------------------------------------------------------------------------------
+# ---- the planner's formula, run through g++ ------------------------------------------------------
 @dataclass
 class Constants:
-    latency_clocks: float   # per K step of 128, unseen by llvm-mca
+    latency_clocks: int     # per K step of 128, unseen by llvm-mca
     launch_s: float         # per kernel launch in the timed region
 
 
-def step_clocks(inst: Instance, path: LoopPath, mca: float, c: Constants) -> float:
-    """Clocks of one K step of 128 on a SIMD holding the instance's waves."""
-    w, steps = inst.waves_per_simd, inst.k_steps_per_iteration
-    other = sum(v for k, v in path.counts.items() if k != "mfma")
-    return max(w * path.mfma_cycles, w * MCA_CLOCKS_PER_UNIT * other, mca + steps * c.latency_clocks) / steps
+COSTS_PLACEHOLDER = Constants(0, 0.0)  # in headers whose programs never plan (estimate commands carry their own)
+RF_KERNEL = "gemm_kernel::gemm_kernel"
 
 
-def gemm_seconds(inst: Instance, slow: bool, m: int, n: int, k: int, split: int, c: Constants) -> float:
-    block_m, block_n = inst.block_m, inst.block_n
-    k_steps = -(-k // SCALE_BLOCK)
-    per_split = -(-k_steps // split)
-    blocks = -(-m // block_m) * -(-n // block_n) * split
-    rounds = -(-blocks // (CUS * inst.blocks_per_cu))
-    path, mca = (inst.slow, inst.mca_slow) if slow else (inst.fast, inst.mca_fast)
-    # One extra step of latency: the first stage's loads have nothing to hide behind.
-    compute = rounds * (per_split * step_clocks(inst, path, mca, c) + c.latency_clocks) / CLOCK
-    scales = 4 * (m + -(-n // SCALE_BLOCK)) * k_steps
-    out_bytes = 4 * split * m * n if split > 1 else 2 * m * n
-    memory = (m * k + n * k + scales + out_bytes) / (HBM * HBM_EFFICIENCY)
-    reduce = (8 * split * m * n + 2 * m * n) / (HBM * HBM_EFFICIENCY) + c.launch_s if split > 1 else 0.0
-    return max(compute, memory) + c.launch_s + reduce
+def costs_header(ours: dict[int, Instance], c: Constants) -> str:
+    """gemm/rocm_loop_costs.h: the figures the planner's estimate needs, per tile, and the fitted constants."""
+    rows = []
+    for tile, inst in sorted(ours.items()):
+        loops = ", ".join("{%d, %.2f, %d, %d}" % inst.loop_cost(slow) for slow in (False, True))
+        rows.append(f"    // {inst.name[:inst.name.index('>(') + 1].removeprefix('void ')}: {inst.res['vgpr']} VGPR, "
+                    f"{inst.res['agpr']} AGPR, {inst.res['lds']} B LDS")
+        rows.append(f"    {{{inst.block_m}, {inst.block_n}, {inst.waves_per_simd}, {inst.blocks_per_cu}, {loops}}},")
+    return header_text(rows, c)
 
 
-def radeonflow_seconds(inst: Instance, m: int, n: int, k: int, split: int, c: Constants) -> float:
-    """RadeonFlow's timed run(): its GEMM (and split-K reduce) plus the transposes it starts with."""
-    # Its timed run() also transposes A and B into K-major copies (read + write each) in two launches.
-    transposes = 2 * (m * k + n * k) / (HBM * HBM_EFFICIENCY) + 2 * c.launch_s
-    return gemm_seconds(inst, False, m, n, k, split, c) + transposes
+def placeholder_header(tiles: dict[int, tuple[int, int, int]]) -> str:
+    """A header the planner compiles with (right tiles, unit costs): the kernels' assembly does not depend on
+    it, so compiling them never needs the real one, which may be stale or absent."""
+    return header_text([f"    {{{bm}, {bn}, 1, 1, {{1, 1, 1, 1}}, {{1, 1, 1, 1}}}}," for _, (bm, bn, _) in sorted(tiles.items())],
+                       COSTS_PLACEHOLDER)
+
+
+def header_text(rows: list[str], c: Constants) -> str:
+    return f"""// Generated by `{WRITE_COMMAND}`: do not edit. The MI300X model's figures per
+// kernel instance, read from the gfx942 assembly of gemm/gemm_launcher.hip (clang-19 -O3) and timed by
+// llvm-mca-19, and the two constants fitted on RadeonFlow's measured times. rocm_planner.h's
+// estimate_seconds reads them; tests/rocm/test_rocm_model.py fails when they no longer match the assembly.
+#pragma once
+
+namespace gemm::rocm {{
+
+// One iteration of a main-loop path, one wave.
+struct LoopCost {{
+  int k_steps;             // K steps of 128 per iteration (the compiler may unroll the K loop)
+  double mca_clocks;       // llvm-mca-19 clocks of the wave alone on its SIMD
+  int mfma_cycles;         // MFMA pipe cycles (AMD's calculator tables)
+  int other_instructions;  // every other instruction
+}};
+
+// A kernel instance: its tile, its occupancy (from VGPR, AGPR and LDS), and its main loop's cheapest
+// steady-state path and dearest path (they differ while layout and format are runtime branches).
+struct InstanceCost {{
+  int block_m, block_n;
+  int waves_per_simd, blocks_per_cu;
+  LoopCost fast, slow;
+}};
+
+struct ModelConstants {{
+  double latency_clocks;  // per K step, what llvm-mca cannot see
+  double launch_seconds;  // per kernel launch
+}};
+
+inline constexpr ModelConstants kModelConstants{{{c.latency_clocks}, {c.launch_s:.6g}}};
+
+// Indexed by tile (kTiles); each row is the instance benchmarks/rocm_model.py's instance_for() names
+// for the {PLANNING_LAYOUT} layout.
+inline constexpr InstanceCost kLoopCosts[] = {{
+{chr(10).join(rows)}
+}};
+
+}}  // namespace gemm::rocm
+"""
+
+
+def gemm_tree(header: str, root: Path) -> Path:
+    """A copy of gemm/ under `root` with `header` as its rocm_loop_costs.h; returns root."""
+    (root / "gemm").mkdir(parents=True)
+    for f in (REPO / "gemm").iterdir():
+        if f.is_file():
+            (root / "gemm" / f.name).write_text(f.read_text())
+    (root / "gemm" / COSTS_HEADER.name).write_text(header)
+    return root
+
+
+class EstimateProgram:
+    """ESTIMATE_PROGRAM built against gemm/ with `header` as gemm/rocm_loop_costs.h."""
+
+    def __init__(self, header: str, tmp: Path):
+        root = gemm_tree(header, Path(tempfile.mkdtemp(prefix="estimate_", dir=tmp)))
+        src, self.exe = root / "estimate.cpp", root / "estimate"
+        src.write_text(ESTIMATE_PROGRAM)
+        subprocess.run(["g++", "-std=c++20", "-O1", "-I", str(root), str(src), "-o", str(self.exe)], check=True)
+
+    def run(self, lines: list[str]) -> list[list[str]]:
+        out = subprocess.run([str(self.exe)], input="\n".join(lines) + "\n", capture_output=True, text=True,
+                             check=True).stdout
+        return [line.split() for line in out.splitlines()]
+
+
+def tile_table(tmp: Path) -> dict[int, tuple[int, int, int]]:
+    """kTiles: index -> (block M, block N, waves per block)."""
+    src, exe = tmp / "tiles.cpp", tmp / "tiles"
+    src.write_text(TILES_PROGRAM)
+    subprocess.run(["g++", "-std=c++20", "-I", str(REPO), str(src), "-o", str(exe)], check=True)
+    out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
+    return {int(f[0]): tuple(map(int, f[1:])) for f in map(str.split, out.splitlines())}
+
+
+def radeonflow_staging(r: dict) -> tuple[int, int]:
+    """Its timed run() transposes A and B into K-major copies (read + write each) in two launches first."""
+    return r["m"] * r["k"] + r["n"] * r["k"], 2
+
+
+def fit(program: EstimateProgram, rf: dict[int, Instance], rows: list[dict]) -> tuple[Constants, float]:
+    """The (latency, launch) pair minimising the worst relative error over RadeonFlow's measured shapes."""
+    grid = [Constants(lat, us * 1e-6) for lat, us in itertools.product(LATENCY_GRID, LAUNCH_GRID_US)]
+    lines = [rf[r["case"]].estimate_line(c, radeonflow_staging(r), r["m"], r["n"], r["k"], r["split"])
+             for c in grid for r in rows]
+    seconds = [float(f[0]) for f in program.run(lines)]
+    best = None
+    for i, c in enumerate(grid):
+        err = max(abs(seconds[i * len(rows) + j] * 1e6 / r["us"] - 1) for j, r in enumerate(rows))
+        if best is None or err < best[1]:
+            best = (c, err)
+    return best
 
 
 # ---- inputs --------------------------------------------------------------------------------------
@@ -346,10 +539,11 @@ def rocm_tree() -> Path:
     return tree.resolve()
 
 
-def compile_ours(tree: Path, tmp: Path) -> tuple[str, str]:
+def compile_ours(tree: Path, tiles: dict[int, tuple[int, int, int]], tmp: Path) -> tuple[str, str]:
+    root = gemm_tree(placeholder_header(tiles), tmp / "ours")
     out = tmp / "ours.s"
-    proc = subprocess.run([CLANG, *HIP_FLAGS, f"--rocm-path={tree}", "-I", str(REPO), "-Wall", "-Werror",
-                           str(REPO / "gemm" / "gemm_launcher.hip"), "-o", str(out)], capture_output=True, text=True)
+    proc = subprocess.run([CLANG, *HIP_FLAGS, f"--rocm-path={tree}", "-I", str(root), "-Wall", "-Werror",
+                           str(root / "gemm" / "gemm_launcher.hip"), "-o", str(out)], capture_output=True, text=True)
     if proc.returncode:
         raise RuntimeError(proc.stderr)
     return out.read_text(), proc.stderr
@@ -381,35 +575,6 @@ def published_geomean_us(peer: Path) -> float:
     return float(re.search(r"Geomean over all 18 cases: \*\*([\d.]+) µs", (peer / "MEASURED.md").read_text()).group(1))
 
 
-def planner_choices(shapes) -> tuple[dict[int, tuple[int, int, int]], dict]:
-    with tempfile.TemporaryDirectory(prefix="rocm_model_") as tmp:
-        src, exe = Path(tmp) / "choice.cpp", Path(tmp) / "choice"
-        src.write_text(CHOICE_PROGRAM)
-        subprocess.run(["g++", "-std=c++20", "-I", str(REPO), str(src), "-o", str(exe)], check=True)
-        stdin = "".join(f"{m} {n} {k}\n" for m, n, k in shapes)
-        out = subprocess.run([str(exe)], input=stdin, capture_output=True, text=True, check=True).stdout
-    tiles, choices = {}, {}
-    for line in out.splitlines():
-        f = line.split()
-        if f[0] == "tile":
-            tiles[int(f[1])] = tuple(map(int, f[2:5]))
-        else:
-            choices[tuple(map(int, f[1:4]))] = (int(f[4]), int(f[5]))
-    return tiles, choices
-
-
-def fit(rf: dict[int, Instance], rows: list[dict]) -> tuple[Constants, float]:
-    """The (latency, launch) pair minimising the worst relative error over RadeonFlow's measured shapes."""
-    best = None
-    for latency, launch_us in itertools.product(range(0, 20001, 100), [x / 2 for x in range(0, 41)]):
-        c = Constants(latency, launch_us * 1e-6)
-        err = max(abs(radeonflow_seconds(rf[r["case"]], r["m"], r["n"], r["k"], r["split"], c) * 1e6 / r["us"] - 1)
-                  for r in rows)
-        if best is None or err < best[1]:
-            best = (c, err)
-    return best
-
-
 def geomean(values) -> float:
     values = list(values)
     return math.exp(sum(map(math.log, values)) / len(values))
@@ -424,13 +589,25 @@ def loop_rows(label: str, inst: Instance, path: LoopPath, mca: float) -> str:
             f"| {inst.res['vgpr']} / {inst.res['agpr']} / {inst.res['lds'] // 1024} KiB | {inst.waves_per_simd} |")
 
 
-def report(ours: dict[str, Instance], rf: dict[int, Instance] | None, rows: list[dict], cases: list[dict],
-           published_us: float | None, c: Constants | None,
-           err: float | None, tiles, choices, note: str) -> tuple[str, dict]:
+@dataclass
+class Predictions:
+    """What the planner's estimate gives, through ESTIMATE_PROGRAM."""
+    rf_measured_us: dict[int, float]     # RadeonFlow case -> predicted µs (measured cases)
+    rf_challenge_us: list[float]         # per CHALLENGE shape
+    plans: list[tuple[int, int, float, float, int]]  # per CHALLENGE shape: tile, split, fast µs, slow µs, slots
+
+
+def report(ours: dict[int, Instance], rf: dict[int, Instance] | None, rows: list[dict], cases: list[dict],
+           published_us: float | None, c: Constants | None, err: float | None, pred: Predictions | None,
+           stale: bool, note: str) -> tuple[str, dict]:
     out = ["# ROCm gfx942 kernel: MI300X time model from the compiled assembly", "",
            "Generated by `python3 benchmarks/rocm_model.py`. **Nothing here was measured on AMD hardware**: the",
-           "main loop of each kernel instance is read from its clang-19 gfx942 assembly and timed by the model",
-           "in the script's docstring; its two constants are fitted on RadeonFlow's published MI300X times.", ""]
+           "main loop of each kernel instance is read from its clang-19 gfx942 assembly; the times are",
+           "`estimate_seconds` of `gemm/rocm_planner.h` (the planner's own formula) on those figures, with its two",
+           "constants fitted on RadeonFlow's published MI300X times.", ""]
+    if stale:
+        out += [f"**`gemm/rocm_loop_costs.h` does not match this assembly: run `{WRITE_COMMAND}`.** The plans",
+                "below are what the planner would choose with the regenerated header.", ""]
     out += ["## Main loops, per iteration (K steps = steps of 128 per iteration: the compiler may unroll)",
             "fast = the cheapest path through the loop body that still fetches the next stage (steady state), slow =",
             "the dearest (runtime branches pick one per call); blocks = basic blocks the loop spans; llvm-mca clocks =",
@@ -438,56 +615,57 @@ def report(ours: dict[str, Instance], rf: dict[int, Instance] | None, rows: list
             "| kernel (path) | K steps | instructions | MFMA | MFMA cycles | VALU | SALU | SMEM | LDS | global | s_waitcnt "
             "| s_barrier | s_nop | branches | llvm-mca clocks | MFMA share, one wave | VGPR / AGPR / LDS | waves/SIMD |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for label, inst in ours.items():
+    for inst in ours.values():
+        label = f"{inst.block_m}x{inst.block_n}"
         out.append(loop_rows(f"ours {label} (fast, {inst.loop_blocks} blocks)", inst, inst.fast, inst.mca_fast))
         out.append(loop_rows(f"ours {label} (slow)", inst, inst.slow, inst.mca_slow))
     for case, inst in (rf or {}).items():
         if case in (0, len(rf) - 1):  # the first and the last instance; the table's K steps column covers unrolling
             out.append(loop_rows(f"RadeonFlow case {case} ({inst.block_m}x{inst.block_n})", inst, inst.fast, inst.mca_fast))
     summary: dict = {"calibrated": False}
-    if c is None:
+    if c is None or pred is None:
         out += ["", f"## Calibration\n{note}", ""]
         return "\n".join(out) + "\n", summary
     out += ["", "## Calibration on RadeonFlow (MI300X, ROCm 6.3.1, its checker's best time per case)",
-            f"Fitted: latency {c.latency_clocks:.0f} clocks per K step, {c.launch_s * 1e6:.1f} µs per launch. "
+            f"Fitted: latency {c.latency_clocks} clocks per K step, {c.launch_s * 1e6:.1f} µs per launch. "
             f"Worst error {err:.1%} (bound ±{CALIBRATION_BOUND:.0%}): "
             + ("**calibrated**." if err <= CALIBRATION_BOUND else "**NOT calibrated: our predictions below do not count**."), "",
             "| case | M | N | K | split | measured µs | predicted µs | error |", "|---|---|---|---|---|---|---|---|"]
     errors = {}
     for r in rows:
-        p = radeonflow_seconds(rf[r["case"]], r["m"], r["n"], r["k"], r["split"], c) * 1e6
+        p = pred.rf_measured_us[r["case"]]
         errors[r["case"]] = p / r["us"] - 1
         out.append(f"| {r['case']} | {r['m']} | {r['n']} | {r['k']} | {r['split']} | {r['us']:.2f} | {p:.1f} | {p / r['us'] - 1:+.1%} |")
-    by_shape = {(r["m"], r["n"], r["k"]): r for r in cases}
     out += ["", "## The 18 challenge shapes, both kernels under the same model",
             "RadeonFlow: its 256x128 kernel with its own split-K (MEASURED.md; unmeasured cases use the split its",
             "launcher dispatches), transposes included as in its timed run(). Ours: the tile and split",
-            "`gemm/rocm_planner.h` selects, M/N-major operands read in place; fast and slow loop path.", "",
-            "| M | N | K | RadeonFlow measured µs | RadeonFlow predicted µs | ours tile, split | ours predicted µs (fast path) "
-            "| ours predicted µs (slow path) |", "|---|---|---|---|---|---|---|---|"]
-    rf_pred, ours_fast, ours_slow = [], [], []
+            "`select_config` picks (least estimate on the fast path over every tile and split 1..16), M/N-major",
+            "operands read in place; blocks / slots = workgroups of the grid / workgroups resident at once.", "",
+            "| M | N | K | RadeonFlow measured µs | RadeonFlow predicted µs | ours tile, split | blocks / slots "
+            "| ours predicted µs (fast path) | ours predicted µs (slow path) |", "|---|---|---|---|---|---|---|---|---|"]
     meas = {(r["m"], r["n"], r["k"]): r["us"] for r in rows}
-    for m, n, k in CHALLENGE:
-        r = by_shape[(m, n, k)]
-        p_rf = radeonflow_seconds(rf[r["case"]], m, n, k, r["split"], c) * 1e6
-        tile, our_split = choices[(m, n, k)]
-        bm, bn, _ = tiles[tile]
-        inst = ours[f"{bm}x{bn}"]
-        fast = gemm_seconds(inst, False, m, n, k, our_split, c) * 1e6
-        slow = gemm_seconds(inst, True, m, n, k, our_split, c) * 1e6
-        rf_pred.append(p_rf), ours_fast.append(fast), ours_slow.append(slow)
+    for (m, n, k), p_rf, (tile, split, fast, slow, slots) in zip(CHALLENGE, pred.rf_challenge_us, pred.plans):
+        inst = ours[tile]
+        k_blocks = -(-k // SCALE_BLOCK)
+        splits = -(-k_blocks // -(-k_blocks // split))
+        blocks = -(-m // inst.block_m) * -(-n // inst.block_n) * splits
         got = f"{meas[(m, n, k)]:.2f}" if (m, n, k) in meas else "—"
-        out.append(f"| {m} | {n} | {k} | {got} | {p_rf:.1f} | {bm}x{bn}, {our_split} | {fast:.1f} | {slow:.1f} |")
+        out.append(f"| {m} | {n} | {k} | {got} | {p_rf:.1f} | {inst.block_m}x{inst.block_n}, {split} "
+                   f"| {blocks} / {slots} | {fast:.1f} | {slow:.1f} |")
     summary = {"calibrated": err <= CALIBRATION_BOUND, "worst_error": err, "errors": errors,
-               "rf_geomean": geomean(rf_pred), "rf_published_geomean": published_us,
-               "ours_fast_geomean": geomean(ours_fast), "ours_slow_geomean": geomean(ours_slow)}
-    out.append(f"| geomean | | | {published_us:.2f} (all 18, published) | {summary['rf_geomean']:.1f} | | {summary['ours_fast_geomean']:.1f} "
-               f"| {summary['ours_slow_geomean']:.1f} |")
+               "rf_geomean": geomean(pred.rf_challenge_us), "rf_published_geomean": published_us,
+               "ours_fast_geomean": geomean(p[2] for p in pred.plans),
+               "ours_slow_geomean": geomean(p[3] for p in pred.plans)}
+    out.append(f"| geomean | | | {published_us:.2f} (all 18, published) | {summary['rf_geomean']:.1f} | | "
+               f"| {summary['ours_fast_geomean']:.1f} | {summary['ours_slow_geomean']:.1f} |")
     out += ["", "## What the model leaves out",
             "- Caches: HBM is a floor over unique bytes only; L2/Infinity Cache re-reads and the XCD placement of",
-            "  blocks are folded into the fitted latency, which was fitted on one kernel's access pattern.",
+            "  blocks (rocm_tile_scheduler.h gives each XCD consecutive tiles) are folded into the fitted latency,",
+            "  which was fitted on one kernel's access pattern.",
             "- The loop path our kernel takes on the challenge layout lies between the fast and the slow path;",
             "  which one the runtime branches select is not derived from the assembly.",
+            "- Stream-K: a partial last round of blocks is charged as a whole round; split-K is the only remedy the",
+            "  planner weighs.",
             "- Upstream clang-19, not ROCm's amdclang: RadeonFlow's measured code may differ from what is analysed."]
     return "\n".join(out) + "\n", summary
 
@@ -496,21 +674,25 @@ def report(ours: dict[str, Instance], rf: dict[int, Instance] | None, rows: list
 class ModelRun:
     text: str                           # the report (markdown)
     summary: dict                       # calibrated, worst_error, errors per case, geomeans
-    ours: dict[str, Instance]           # "128x128" -> instance
+    ours: dict[int, Instance]           # tile index -> the instance instance_for() names
     radeonflow: dict[int, Instance]     # challenge case -> instance; empty without the peers folder
+    header: str                         # gemm/rocm_loop_costs.h as this assembly gives it
+    discovered: list[tuple[str, ...]]   # template arguments of every gemm_fp8_kernel instance found
 
 
-def run(out_path: Path | None = None) -> ModelRun:
+def run(out_path: Path | None = None, write_costs: bool = False) -> ModelRun:
     tree = rocm_tree()
-    tiles, choices = planner_choices(CHALLENGE)
     with tempfile.TemporaryDirectory(prefix="rocm_model_") as tmp_name:
         tmp = Path(tmp_name)
-        asm, remarks = compile_ours(tree, tmp)
-        pick = {f"{bm}x{bn}": (f"gemm_fp8_kernelILi{i}E", bm, bn, waves) for i, (bm, bn, waves) in tiles.items()}
-        ours = analyse(asm, remarks, pick, tmp)
+        tiles = tile_table(tmp)
+        asm, remarks = compile_ours(tree, tiles, tmp)
+        instances = kernel_instances(functions(asm), OUR_KERNEL)
+        ours = analyse(asm, remarks, {tile: (instance_for(tile, PLANNING_LAYOUT, instances), *tiles[tile])
+                                      for tile in tiles}, tmp)
         shared = shared_dir()
         peer = shared / "peers" / "radeonflow" if shared else None
-        rf, rows, cases, published, c, err, note = None, [], [], None, None, None, ""
+        rf, rows, cases, published, c, err, pred, note = None, [], [], None, None, None, None, ""
+        header = costs_header(ours, COSTS_PLACEHOLDER)
         if peer is None or not (peer / "compile_gfx942.sh").is_file():
             note = "RadeonFlow's sources (shared/peers/radeonflow) are absent: calibration skipped, no prediction counts."
             print(note)
@@ -519,21 +701,37 @@ def run(out_path: Path | None = None) -> ModelRun:
             rows = [r for r in cases if r["us"] is not None]
             published = published_geomean_us(peer)
             rf_asm, rf_remarks = compile_radeonflow(peer, tree, tmp)
-            # Its launcher instantiates one kernel per shape: M, N, K per split, BM, BN in the template.
+            # Its launcher instantiates one kernel per shape: M, N, K per split, BM, BN among its template arguments.
+            rf_kernels = {args[3:8]: name for args, name in kernel_instances(functions(rf_asm), RF_KERNEL).items()}
             rf = analyse(rf_asm, rf_remarks, {
-                r["case"]: (f"Li{r['m']}ELi{r['n']}ELi{-(-r['k'] // r['split'])}ELi{r['block_m']}ELi{r['block_n']}E",
+                r["case"]: (rf_kernels[tuple(map(str, (r["m"], r["n"], -(-r["k"] // r["split"]), r["block_m"], r["block_n"])))],
                             r["block_m"], r["block_n"], r["waves"]) for r in cases}, tmp)
-            c, err = fit(rf, rows)
-    text, summary = report(ours, rf, rows, cases, published, c, err, tiles, choices, note)
+            c, err = fit(EstimateProgram(header, tmp), rf, rows)
+            header = costs_header(ours, c)
+            program = EstimateProgram(header, tmp)
+            by_shape = {(r["m"], r["n"], r["k"]): r for r in cases}
+            rf_lines = [rf[r["case"]].estimate_line(c, radeonflow_staging(r), r["m"], r["n"], r["k"], r["split"])
+                        for r in rows + [by_shape[s] for s in CHALLENGE]]
+            rf_us = [float(f[0]) * 1e6 for f in program.run(rf_lines)]
+            plans = [(int(f[0]), int(f[1]), float(f[2]) * 1e6, float(f[3]) * 1e6, int(f[4]))
+                     for f in program.run([f"plan {m} {n} {k}" for m, n, k in CHALLENGE])]
+            pred = Predictions({r["case"]: us for r, us in zip(rows, rf_us)}, rf_us[len(rows):], plans)
+    stale = not COSTS_HEADER.is_file() or COSTS_HEADER.read_text() != header
+    if write_costs and c is not None:
+        COSTS_HEADER.write_text(header)
+        stale = False
+    text, summary = report(ours, rf, rows, cases, published, c, err, pred, stale and c is not None, note)
     if out_path:
         out_path.write_text(text)
-    return ModelRun(text, summary, ours, rf or {})
+    return ModelRun(text, summary, ours, rf or {}, header, sorted(instances))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "rocm_model.md")
-    print(run(parser.parse_args().out).text)
+    parser.add_argument("--write-costs", action="store_true", help=f"write {COSTS_HEADER.relative_to(REPO)}")
+    args = parser.parse_args()
+    print(run(args.out, args.write_costs).text)
 
 
 if __name__ == "__main__":

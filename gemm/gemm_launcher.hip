@@ -141,7 +141,7 @@ std::string expand_a_scales(const GemmArgs& args, float* dst, const int32_t* src
 
 // The kernel parameters every launch shares (split-K and output fields are the caller's).
 KernelParams gemm_params(const GemmArgs& args, const Operand& a, const Operand& b, const AScales& a_scale,
-                         const TileShape& tile, const RocmConfig& config, int64_t tiles_m) {
+                         const TileShape& tile, const RocmConfig& config, int64_t tiles_m, int64_t k_blocks_per_split) {
   const bool fn_a = args.a_format == Fp8Format::kE4M3FN, fn_b = args.b_format == Fp8Format::kE4M3FN;
   KernelParams params{};
   params.a = view_of(a, args.a_format);
@@ -156,9 +156,8 @@ KernelParams gemm_params(const GemmArgs& args, const Operand& a, const Operand& 
   params.m = args.m;
   params.n = args.n;
   params.k = args.k;
-  params.tiles_m = static_cast<int32_t>(tiles_m);
-  params.tiles_n = static_cast<int32_t>(ceil_div(args.n, tile.block_n));
-  params.group_m = config.group_m;
+  params.schedule = {static_cast<int32_t>(tiles_m), static_cast<int32_t>(ceil_div(args.n, tile.block_n)), config.group_m,
+                     kMi300xXcds, static_cast<int32_t>(k_blocks_per_split)};
   params.scale_factor = (fn_a ? kFnScaleFactor : 1.0f) * (fn_b ? kFnScaleFactor : 1.0f);
   params.out_format = args.c_format;
   return params;
@@ -253,11 +252,10 @@ std::string launch_grouped(const GemmArgs& args, const RocmConfig& config, const
     if (std::string err = expand_a_scales(args, a_scale_expanded, sorted_rows, stream, a_scale); !err.empty()) return err;
 
   GroupedKernelParams params{};
-  static_cast<KernelParams&>(params) = gemm_params(args, a, b, a_scale, tile, config, tiles_m);
+  static_cast<KernelParams&>(params) = gemm_params(args, a, b, a_scale, tile, config, tiles_m, k_blocks);
   params.out = by_row_id ? static_cast<void*>(c_sorted) : args.c;
   params.out_stride_m = by_row_id ? args.n : args.c_stride_m;
   params.split_stride = 0;
-  params.k_blocks_per_split = static_cast<int32_t>(k_blocks);
   params.group_ends = by_row_id ? sort.group_ends : args.group_ends;
   params.num_groups = static_cast<int32_t>(groups);
   params.b_stride_group = b_stride_group;
@@ -339,11 +337,10 @@ std::string launch_with_config(const GemmArgs& args, const RocmConfig& config, c
     if (std::string err = expand_a_scales(args, expanded, nullptr, stream, a_scale); !err.empty()) return err;
   }
 
-  KernelParams params = gemm_params(args, a, b, a_scale, tile, config, tiles_m);
+  KernelParams params = gemm_params(args, a, b, a_scale, tile, config, tiles_m, blocks_per_split);
   params.out = splits > 1 ? static_cast<void*>(partials) : args.c;
   params.out_stride_m = splits > 1 ? args.n : args.c_stride_m;
   params.split_stride = splits > 1 ? args.m * args.n : 0;
-  params.k_blocks_per_split = static_cast<int32_t>(blocks_per_split);
   params.out_format = splits > 1 ? OutFormat::kFP32 : args.c_format;
 
   const dim3 grid(static_cast<uint32_t>(tiles_m * tiles_n), 1, static_cast<uint32_t>(splits));

@@ -29,6 +29,7 @@
 #include "cdna3_mfma_layout.h"
 #include "gemm_contract.h"
 #include "rocm_tile_configs.h"
+#include "rocm_tile_scheduler.h"
 
 namespace gemm::rocm {
 
@@ -65,8 +66,7 @@ struct KernelParams {
   int64_t out_stride_m;
   int64_t split_stride;  // elements between two splits' slices of the workspace (0 when unsplit)
   int64_t m, n, k;
-  int32_t k_blocks_per_split;
-  int32_t tiles_m, tiles_n, group_m;
+  TileSchedule schedule;  // which tile and K blocks each block computes (rocm_tile_scheduler.h)
   float scale_factor;   // 2 per e4m3fn operand: the same byte is worth twice as much in fn as in fnuz
   OutFormat out_format;
 };
@@ -292,18 +292,6 @@ struct OperandStager {
   }
 };
 
-// Grouped tile order: group_m tile rows sweep N together so their B tiles stay in L2.
-struct TileCoord {
-  int m, n;
-};
-__device__ __forceinline__ TileCoord swizzle_tile(int id, int tiles_m, int tiles_n, int group_m) {
-  const int64_t per_group = static_cast<int64_t>(group_m) * tiles_n;  // may exceed int for a 1-row grid
-  const int first_m = static_cast<int>(id / per_group) * group_m;
-  const int rows = tiles_m - first_m < group_m ? tiles_m - first_m : group_m;
-  const int in_group = static_cast<int>(id % per_group);
-  return {first_m + in_group % rows, in_group / rows};
-}
-
 constexpr int kScalesPerLoad = 4;  // fp32 A scales in one 16-byte load
 
 // A UE8M0 scale byte e is worth 2^(e - 127): e in [1, 254] is the fp32 exponent field as it is, e = 0
@@ -373,25 +361,23 @@ __global__ __launch_bounds__(kTiles[kTileIndex].threads()) void gemm_fp8_kernel(
   const int wave_m = wave % kTile.warps_m;
   const int wave_n = wave / kTile.warps_m;
 
-  const TileCoord tile = swizzle_tile(static_cast<int>(blockIdx.x), p.tiles_m, p.tiles_n, p.group_m);
-  int64_t m0 = static_cast<int64_t>(tile.m) * kTile.block_m;
-  const int64_t n0 = static_cast<int64_t>(tile.n) * kTile.block_n;
+  const int64_t k_blocks = ceil_div(p.k, kBlockK);
+  const TileWork work = schedule_tile(p.schedule, static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.z), k_blocks);
+  const int64_t kb_begin = work.kb_begin, kb_end = work.kb_end;
+  int64_t m0 = static_cast<int64_t>(work.m) * kTile.block_m;
+  const int64_t n0 = static_cast<int64_t>(work.n) * kTile.block_n;
   // Rows this block reads up to and writes: [m_begin, m_end), all of A when dense.
   int64_t m_begin = 0, m_end = p.m;
   OperandView a_op = p.a, b_op = p.b;
   const void* b_scale_base = p.b_scale;
   if constexpr (kGrouped) {
-    const GroupTile group = find_group_tile<kTile.block_m>(p.group_ends, p.num_groups, p.m, tile.m);
+    const GroupTile group = find_group_tile<kTile.block_m>(p.group_ends, p.num_groups, p.m, work.m);
     if (group.row_begin >= group.row_end || group.m0 >= group.row_end) return;  // whole block: before any barrier
     m0 = group.m0, m_begin = group.row_begin, m_end = group.row_end;
     a_op.rows = m_end;  // A rows past the segment are never read
     b_op.data += group.group * p.b_stride_group;
     b_scale_base = static_cast<const typename ScaleElement<kBScale>::Stored*>(p.b_scale) + group.group * p.b_scale_stride_group;
   }
-  const int64_t k_blocks = ceil_div(p.k, kBlockK);
-  const int64_t kb_begin = static_cast<int64_t>(blockIdx.z) * p.k_blocks_per_split;
-  const int64_t kb_end = kb_begin + p.k_blocks_per_split < k_blocks ? kb_begin + p.k_blocks_per_split : k_blocks;
-
   // What this lane feeds the MFMAs (inverse operand maps) and which outputs it holds.
   const cdna3::MatPos a_pos = Layout::a_of(lane, 0);  // (row i, first k)
   const cdna3::MatPos b_pos = Layout::b_of(lane, 0);  // (first k, column j)
