@@ -114,14 +114,15 @@ def test_opcheck_linear(kernel, device, static):
 
 
 @pytest.mark.kernels_ci
-@pytest.mark.parametrize("routing", ["group_ends", "row_group"])
+@pytest.mark.parametrize("routing", ["group_ends", "row_group", "group_rows"])
 def test_opcheck_grouped_gemm(kernel, device, routing):
     fp8 = fp8_dtypes_for(device)[0]
     b, b_scale = make_moe_weights(4, 192, 300, device=device, fp8_dtype=fp8, seed=1)
     a, _, a_scale, _ = make_inputs(20, 192, 300, device=device, fp8_dtype=fp8, seed=2)
     ends = torch.tensor([3, 3, 12, 18], dtype=torch.int32, device=device)
     ids = torch.tensor([0, 1, 2, 3, 7] * 4, dtype=torch.int64, device=device)
-    args = (ends, None) if routing == "group_ends" else (None, ids)
+    counts = torch.tensor([5, 0, 2, 4], dtype=torch.int32, device=device)
+    args = {"group_ends": (ends, None, None), "row_group": (None, ids, None), "group_rows": (None, None, counts)}[routing]
     out = torch.empty(20, 192, dtype=torch.bfloat16, device=device)
     torch.library.opcheck(kernel.ops.grouped_gemm.default, (out, a, b, a_scale, b_scale, *args), test_utils=OPCHECK_UTILS)
 

@@ -419,10 +419,17 @@ def test_grouped_bad_arguments(kernel, device, moe):
         op(out, a, w, a_scale, ws, ends.long(), None)
     with _raises(TypeError, "row_group must be torch.int64, got torch.int32"):
         op(out, a, w, a_scale, ws, None, torch.zeros(a.shape[0], dtype=torch.int32, device=device))
-    with _raises(ValueError, "exactly one of group_ends and row_group", "neither"):
+    with _raises(ValueError, "exactly one of group_ends, row_group and group_rows must be given, got 0"):
         op(out, a, w, a_scale, ws, None, None)
-    with _raises(ValueError, "exactly one of group_ends and row_group", "both"):
+    with _raises(ValueError, "exactly one of group_ends, row_group and group_rows must be given, got 2"):
         op(out, a, w, a_scale, ws, ends, torch.zeros(a.shape[0], dtype=torch.int64, device=device))
+    counts = torch.ones(3, dtype=torch.int32, device=device)
+    with _raises(TypeError, "group_rows must be torch.int32, got torch.int64"):
+        op(out, a, w, a_scale, ws, None, None, counts.long())
+    with _raises(ValueError, "group_rows must have shape [E] = [3]", "[2]"):
+        op(out, a, w, a_scale, ws, None, None, counts[:2])
+    with _raises(ValueError, "with group_rows, a must hold E blocks of max_m rows (M a multiple of E = 3), got M = 14"):
+        op(out, a, w, a_scale, ws, None, None, counts)
     with _raises(ValueError, "group_ends must have shape [E] = [3]", "[2]"):
         op(out, a, w, a_scale, ws, ends[:2], None)
     with _raises(ValueError, "row_group must have shape [M] = [14]", "[13]"):

@@ -219,6 +219,17 @@ at::Tensor index_operand(const char* op, const at::Tensor& t, const char* name, 
   return t.contiguous();
 }
 
+#if !defined(CUDA_KERNEL)
+// The masked layout's group per row (int64 [E * stride]): row r of block g is g while r < counts[g],
+// else the sentinel E.
+at::Tensor masked_row_group(const at::Tensor& counts, int64_t stride) {
+  const int64_t groups = counts.size(0);
+  const at::Tensor local = at::arange(stride, counts.options().dtype(at::kLong)).unsqueeze(0);
+  const at::Tensor group = at::arange(groups, counts.options().dtype(at::kLong)).unsqueeze(1);
+  return at::where(local < counts.unsqueeze(1), group, groups).reshape(-1);
+}
+#endif
+
 // The GEMM problem both GEMM ops describe: formats and sizes, everything checked without touching data.
 struct Problem {
   int64_t m, n, k, groups;
@@ -439,17 +450,32 @@ void gemm_op(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at
 
 void grouped_gemm_op(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at::Tensor& a_scale,
                   const at::Tensor& b_scale, const std::optional<at::Tensor>& group_ends,
-                  const std::optional<at::Tensor>& row_group) {
+                  const std::optional<at::Tensor>& row_group, const std::optional<at::Tensor>& group_rows) {
   constexpr const char* op = "grouped_gemm";
   const Problem problem = validate_gemm(op, out, a, b, a_scale, b_scale, true, kFnuzSupported, kBackend);
-  TORCH_CHECK_VALUE(group_ends.has_value() != row_group.has_value(), op,
-                    ": exactly one of group_ends and row_group must be given, got ",
-                    group_ends.has_value() ? "both" : "neither");
+  const int given = group_ends.has_value() + row_group.has_value() + group_rows.has_value();
+  TORCH_CHECK_VALUE(given == 1, op, ": exactly one of group_ends, row_group and group_rows must be given, got ",
+                    num(given));
   const at::Tensor ends = group_ends ? index_operand(op, *group_ends, "group_ends", at::kInt, problem.groups,
                                                      "[E]", a)
                                      : at::Tensor();
-  const at::Tensor ids = row_group ? index_operand(op, *row_group, "row_group", at::kLong, problem.m, "[M]", a)
-                                   : at::Tensor();
+  at::Tensor ids = row_group ? index_operand(op, *row_group, "row_group", at::kLong, problem.m, "[M]", a)
+                             : at::Tensor();
+  at::Tensor counts;
+  int64_t row_stride = 0;
+  if (group_rows) {
+    counts = index_operand(op, *group_rows, "group_rows", at::kInt, problem.groups, "[E]", a);
+    TORCH_CHECK_VALUE(problem.m % problem.groups == 0, op,
+                      ": with group_rows, a must hold E blocks of max_m rows (M a multiple of E = ",
+                      num(problem.groups), "), got M = ", num(problem.m));
+    row_stride = problem.m / problem.groups;
+#if !defined(CUDA_KERNEL)
+    // Only the CUDA launcher reads the masked layout itself; the others get its group per row, computed
+    // on the device.
+    ids = masked_row_group(counts, row_stride);
+    counts = at::Tensor();
+#endif
+  }
   if (problem.m == 0) return;
   on_current_stream(a, [&](void* stream) {
     std::vector<at::Tensor> storage;
@@ -462,6 +488,8 @@ void grouped_gemm_op(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, 
     args.b_scale_stride_group = b_scale_op.group_stride;
     args.group_ends = ends.defined() ? ends.const_data_ptr<int32_t>() : nullptr;
     args.row_group = ids.defined() ? ids.const_data_ptr<int64_t>() : nullptr;
+    args.group_rows = counts.defined() ? counts.const_data_ptr<int32_t>() : nullptr;
+    args.group_row_stride = counts.defined() ? row_stride : 0;
     launch_gemm(op, args, a.device(), stream);
   });
 }
@@ -500,7 +528,7 @@ void gemm_refuse_cpu(at::Tensor&, const at::Tensor& a, const at::Tensor&, const 
   refuse_cpu("gemm", a, "a");
 }
 void grouped_gemm_refuse_cpu(at::Tensor&, const at::Tensor& a, const at::Tensor&, const at::Tensor&,
-                             const at::Tensor&, const std::optional<at::Tensor>&,
+                             const at::Tensor&, const std::optional<at::Tensor>&, const std::optional<at::Tensor>&,
                              const std::optional<at::Tensor>&) {
   refuse_cpu("grouped_gemm", a, "a");
 }
@@ -520,7 +548,7 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.def("quantize(Tensor! q, Tensor! scale, Tensor x, Tensor? static_scale, bool pow2_scale) -> ()");
   ops.def(
       "grouped_gemm(Tensor! out, Tensor a, Tensor b, Tensor a_scale, Tensor b_scale, Tensor? group_ends, "
-      "Tensor? row_group) -> ()");
+      "Tensor? row_group, Tensor? group_rows=None) -> ()");
   ops.def("linear(Tensor! out, Tensor x, Tensor b, Tensor b_scale, Tensor? static_scale, bool pow2_scale) -> ()");
 #if defined(CPU_KERNEL)
   constexpr auto kDeviceKey = c10::kCPU;

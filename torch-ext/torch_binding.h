@@ -10,11 +10,13 @@
 //     b_scale [ceil(N/128), ceil(K/128)] float32 | float8_e8m0fnu
 //
 //   grouped_gemm(Tensor! out, Tensor a, Tensor b, Tensor a_scale, Tensor b_scale, Tensor? group_ends,
-//                Tensor? row_group) -> ()
+//                Tensor? row_group, Tensor? group_rows=None) -> ()
 //     as gemm, with b [E, N, K] and b_scale [E, ceil(N/128), ceil(K/128)]; exactly one of
 //     group_ends [E] int32 (inclusive cumsum: rows [ends[g-1], ends[g]) use expert g, rows >= ends[E-1]
-//     are not written) and row_group [M] int64 (an expert id per row; ids outside [0, E) leave their
-//     row unwritten). The CPU backend refuses offsets that decrease, are negative or exceed M.
+//     are not written), row_group [M] int64 (an expert id per row; ids outside [0, E) leave their
+//     row unwritten) and group_rows [E] int32 (the masked layout: a holds E blocks of M / E rows, of
+//     which block g's first group_rows[g] use expert g; the others are not written). The CPU backend
+//     refuses offsets that decrease, are negative or exceed M.
 //
 //   quantize(Tensor! q, Tensor! scale, Tensor x, Tensor? static_scale, bool pow2_scale) -> ()
 //     x [M, K] bfloat16 | float16 | float32; q [M, K] float8_e4m3fn | float8_e4m3fnuz, inner stride 1;
@@ -41,7 +43,7 @@ void gemm_op(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at
 
 void grouped_gemm_op(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at::Tensor& a_scale,
                      const at::Tensor& b_scale, const std::optional<at::Tensor>& group_ends,
-                     const std::optional<at::Tensor>& row_group);
+                     const std::optional<at::Tensor>& row_group, const std::optional<at::Tensor>& group_rows);
 
 void quantize_op(at::Tensor& q, at::Tensor& scale, const at::Tensor& x, const std::optional<at::Tensor>& static_scale,
                  bool pow2_scale);

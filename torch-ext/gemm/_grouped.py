@@ -58,15 +58,6 @@ def row_group_from_ids(who: str, expert_ids: torch.Tensor, rows: int) -> torch.T
     return expert_ids.to(torch.int64)
 
 
-def row_group_from_masked(who: str, masked_m: torch.Tensor, num_experts: int, max_m: int) -> torch.Tensor:
-    """int64 [E * max_m]: row r of expert e's block is e when r < masked_m[e], else the sentinel E."""
-    _check_routing(who, "masked_m", masked_m, num_experts, "E")
-    local_row = torch.arange(max_m, device=masked_m.device)
-    valid = local_row[None, :] < masked_m[:, None]
-    expert = torch.arange(num_experts, device=masked_m.device)[:, None]
-    return torch.where(valid, expert, num_experts).reshape(-1)
-
-
 def _moe_weights(who: str, A: torch.Tensor, B: torch.Tensor) -> None:
     check_activation(who, A)
     if A.dim() != 2:
@@ -186,7 +177,7 @@ def grouped_gemm(
         if tuple(out.shape) != result_shape:
             raise ValueError(f"{who}: out must have shape {result_shape}, got {tuple(out.shape)}")
 
-    ends = row_group = None
+    ends = row_group = group_rows = None
     if offsets is not None:
         ends = group_ends(who, num_experts, offsets, None)
     elif expert_ids is not None:
@@ -194,15 +185,16 @@ def grouped_gemm(
     else:
         if a.shape[0] != num_experts:
             raise ValueError(f"{who}: a must have shape [E, max_m, K] with E = b.shape[0] = {num_experts}, got {tuple(a.shape)}")
-        row_group = row_group_from_masked(who, masked_m, num_experts, a.shape[1])
+        _check_routing(who, "masked_m", masked_m, num_experts, "E")
+        group_rows = masked_m.to(torch.int32)
     out_2d = out if out.dim() == 2 else merge_leading_dims(who, out)
     ops.grouped_gemm(out_2d, a.reshape(-1, a.shape[-1]), b, a_scale.reshape(-1, a_scale.shape[-1]), b_scale,
-                     ends, row_group)  # fmt: skip
+                     ends, row_group, group_rows)  # fmt: skip
     return out
 
 
 @torch.library.register_fake(add_op_namespace_prefix("grouped_gemm"))
-def _grouped_gemm_fake(out, a, b, a_scale, b_scale, group_ends, row_group) -> None:
+def _grouped_gemm_fake(out, a, b, a_scale, b_scale, group_ends, row_group, group_rows=None) -> None:
     # The op only writes into `out`, whose metadata the caller fixed.
     check_devices("grouped_gemm", "a", a, b=b, a_scale=a_scale, b_scale=b_scale, group_ends=group_ends,
-                  row_group=row_group, out=out)  # fmt: skip
+                  row_group=row_group, group_rows=group_rows, out=out)  # fmt: skip
