@@ -501,8 +501,7 @@ void quantize_op(at::Tensor& q, at::Tensor& scale, const at::Tensor& x, const st
 
 // quantize + gemm in one op: x [M, K] quantized per 1x128 group into buffers from the caching
 // allocator (FP8 in b's format, fp32 scales M-major: the layout every backend's GEMM reads fastest),
-// then multiplied. One dispatch instead of two is most of the difference at decode sizes, where the
-// host's work per call is comparable to the kernels'.
+// then multiplied, in one dispatch.
 void linear_op(at::Tensor& out, const at::Tensor& x, const at::Tensor& b, const at::Tensor& b_scale,
                const std::optional<at::Tensor>& static_scale, bool pow2_scale) {
   constexpr const char* op = "linear";

@@ -57,7 +57,7 @@ def matmul_2d(
 
     x = A.reshape(-1, k)
     out = torch.empty(x.shape[0], n, dtype=out_dtype, device=A.device)
-    # One op quantizes into temporaries and multiplies: half the dispatches of quantize + gemm.
+    # One op quantizes into temporaries and multiplies.
     ops.linear(out, x, B, Bs, static, False)
     return out.view(*A.shape[:-1], n)
 
