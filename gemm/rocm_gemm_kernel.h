@@ -6,6 +6,7 @@
 // Hardware builtins used (the CPU emulator in tests/rocm implements exactly these):
 //   __builtin_amdgcn_mfma_f32_32x32x16_fp8_fp8, __builtin_amdgcn_mfma_f32_16x16x32_fp8_fp8,
 //   __builtin_amdgcn_perm (v_perm_b32: the M/N-major byte transpose),
+//   __builtin_amdgcn_readfirstlane (the tile's B scale, equal in every lane, into an SGPR),
 //   __builtin_amdgcn_sched_group_barrier (scheduling only: interleaves LDS writes and VALU with MFMAs)
 // Language features (not target builtins): __builtin_bit_cast, _Float16 (fp16 output), clang
 // ext_vector_type vectors, byte offsets into __shared__ arrays. No inline asm, no cross-lane builtins,
@@ -523,58 +524,125 @@ __global__ __launch_bounds__(kTiles[kTileIndex].threads(), kTiles[kTileIndex].wa
 #pragma unroll
     for (int j = 0; j < kSubN; ++j) acc[i][j] = Accum{};
   // Promotion of accumulator row i: the fp32 partial of this 128-K block, scaled once.
+  // a_scale becomes As x Bs (x 2 per e4m3fn operand): the multiplier of each accumulator row.
+  // Every lane loaded the same Bs (one per tile); readfirstlane keeps it in an SGPR, so that the
+  // products never pair it with a VGPR that a pending load is about to write.
+  auto apply_b_scale = [&]() __attribute__((always_inline)) {
+    const float b_scale = __builtin_bit_cast(
+        float, __builtin_amdgcn_readfirstlane(__builtin_bit_cast(int, BScale::value(b_scale_raw) * p.scale_factor)));
+#pragma unroll
+    for (int i = 0; i < kSubM; ++i)
+#pragma unroll
+      for (int e = 0; e < Layout::kAccum; ++e) a_scale[i][e] = a_scale[i][e] * b_scale;
+  };
+  // In pairs of elements: one v_pk_fma_f32 each (the same fused multiply-add per element).
   auto promote = [&](int i) __attribute__((always_inline)) {
-    const float b_scale = BScale::value(b_scale_raw) * p.scale_factor;
+    typedef float f32x2 __attribute__((ext_vector_type(2)));
 #pragma unroll
     for (int j = 0; j < kSubN; ++j)
 #pragma unroll
-      for (int e = 0; e < Layout::kAccum; ++e) acc[i][j][e] += partial[i][j][e] * (a_scale[i][e] * b_scale);
+      for (int e = 0; e < Layout::kAccum; e += 2) {
+        const f32x2 sum = f32x2{acc[i][j][e], acc[i][j][e + 1]} +
+                          f32x2{partial[i][j][e], partial[i][j][e + 1]} * f32x2{a_scale[i][e], a_scale[i][e + 1]};
+        acc[i][j][e] = sum.x;
+        acc[i][j][e + 1] = sum.y;
+      }
   };
 
-  // One stage (LDS buffer `set`, K-stage s), in slices: slice (pair, i) issues the MFMAs of A
-  // fragment i at step pair `pair` against every B fragment, with the next slice's A fragment already
-  // requested (the B fragments of the stage are read first), a share of the LDS store of stage
-  // `next` (loaded at the top) into the other buffer (last read before the previous barrier; shares
-  // go to the later slices, so the loads have the earlier MFMAs to arrive), and, in a block's last
-  // stage, the promotion of the accumulator row whose last MFMA the previous slice issued.
-  // sched_barrier keeps each slice's instructions together, so that VALU and LDS work issues between
-  // its MFMAs and no more fragments are live than the slice needs. kEdge: `next` lies in the split's
-  // last K block, which may reach past K.
+  // One stage (LDS buffer `set`, K-stage s): every fragment of the stage is read (one ds_read_b128
+  // each) at its top and used by a warm-up MFMA, then the global loads of stage `next` go out, then
+  // the other MFMAs run in slices: slice (pair, i) issues those of A fragment i at step pair `pair` against every B
+  // fragment, with a share of the LDS store of stage `next` into the other buffer (last read before
+  // the previous barrier; shares go to the later slices, so the loads have the earlier MFMAs to
+  // arrive) and, in a block's last stage, the promotion of the accumulator row whose last MFMA the
+  // previous slice issued. sched_barrier keeps each slice's instructions together, so that VALU and
+  // LDS work issues between its MFMAs. kEdge: `next` lies in the split's last K block, which may
+  // reach past K.
   constexpr int kSlices = kPairs * kSubM;
-  constexpr int kStoreSlices = (kSlices + 1) / 2;
+  constexpr int kStoreSlices = 1;
+  // sched_group_barrier masks (LLVM AMDGPU: 0x2 VALU, 0x8 MFMA, 0x200 DS write) and how much VALU
+  // one MFMA hides (a 16x16x32 takes 4 issue slots, a 32x32x16 8).
+  constexpr int kSchedValu = 0x2, kSchedMfma = 0x8, kSchedLdsWrite = 0x200;
+  constexpr int kValuPerMfma = kTile.mfma == MfmaKind::k16x16x32 ? 3 : 7;
   auto run_stage = [&](auto half_c, auto edge_c, int set, int64_t s, int64_t next, bool has_next)
                        __attribute__((always_inline)) {
     constexpr int kHalf = decltype(half_c)::value;  // stage within its K block
     using Edge = std::integral_constant<bool, decltype(edge_c)::value>;
     constexpr bool kFirst = kHalf == 0, kLast = kHalf == kStagesPerBlock - 1;
-    if (kFirst) load_scales(s / kStagesPerBlock);
-    if (has_next) load_stage(Edge{}, next);
-
+    // A and B fragment 0 of pair 0 are read last, so that the first warm-up MFMA waits for the last
+    // read: one lgkmcnt(0) before the stage's MFMAs, none between them.
     u32x4 b_frag[kSubN][kPairs], a_frag[kSlices];
 #pragma unroll
     for (int pair = 0; pair < kPairs; ++pair)
 #pragma unroll
-      for (int j = 0; j < kSubN; ++j) b_frag[j][pair] = lds_b[set][b_read[j][pair]];
+      for (int j = 0; j < kSubN; ++j)
+        if (pair + j > 0) b_frag[j][pair] = lds_b[set][b_read[j][pair]];
+#pragma unroll
+    for (int slice = 1; slice < kSlices; ++slice) a_frag[slice] = lds_a[set][a_read[slice % kSubM][slice / kSubM]];
+    __builtin_amdgcn_sched_barrier(0);
+    b_frag[0][0] = lds_b[set][b_read[0][0]];
     a_frag[0] = lds_a[set][a_read[0][0]];
+    __builtin_amdgcn_sched_barrier(0);
+    // The MFMA (pair, i, half, j) into partial[i][j]; a block's first one into each partial starts
+    // from zero. Warm-up: one MFMA per fragment (column 0 of every A fragment, row 0 of every B
+    // fragment) goes before the global loads, so every LDS wait of the stage precedes them and none
+    // queues behind them. This reorders the K steps inside a block's partial, which fp32 sums in
+    // any order; the block is still promoted once.
+    bool started[kSubM][kSubN] = {}, done[kPairs][kSubM][kOperandsPerRead][kSubN] = {};
+    auto mfma = [&](int pair, int i, int half, int j) __attribute__((always_inline)) {
+      partial[i][j] = Op::run(operand(a_frag[pair * kSubM + i], half), operand(b_frag[j][pair], half),
+                              kFirst && !started[i][j] ? Accum{} : partial[i][j]);
+      started[i][j] = true;
+      done[pair][i][half][j] = true;
+    };
+    mfma(0, 0, 0, 0);
+    __builtin_amdgcn_sched_barrier(0);  // the other warm-up MFMAs find their fragments arrived
+#pragma unroll
+    for (int pair = 0; pair < kPairs; ++pair) {
+#pragma unroll
+      for (int i = 0; i < kSubM; ++i)
+        if (!done[pair][i][0][0]) mfma(pair, i, 0, 0);
+#pragma unroll
+      for (int j = 1; j < kSubN; ++j) mfma(pair, 0, 0, j);
+    }
+    // A block of several stages has its scales by its last stage: combined there, before the loads,
+    // so that the promotion waits for no load.
+    if (kLast && !kFirst) apply_b_scale();
+    __builtin_amdgcn_sched_barrier(0);
+    if (kFirst) load_scales(s / kStagesPerBlock);
+    if (has_next) load_stage(Edge{}, next);
+    __builtin_amdgcn_sched_barrier(0);
 #pragma unroll
     for (int slice = 0; slice < kSlices; ++slice) {
       const int pair = slice / kSubM, i = slice % kSubM;
-      if (slice + 1 < kSlices) a_frag[slice + 1] = lds_a[set][a_read[(slice + 1) % kSubM][(slice + 1) / kSubM]];
 #pragma unroll
       for (int half = 0; half < kOperandsPerRead; ++half)
 #pragma unroll
         for (int j = 0; j < kSubN; ++j)
-          partial[i][j] = Op::run(operand(a_frag[slice], half), operand(b_frag[j][pair], half),
-                                  kFirst && pair == 0 && half == 0 ? Accum{} : partial[i][j]);
+          if (!done[pair][i][half][j]) mfma(pair, i, half, j);
       const int store_slice = slice - (kSlices - kStoreSlices);
-      if (has_next && store_slice >= 0)
+      if (has_next && store_slice >= 0) {
 #pragma unroll
         for (int piece = store_slice * kStorePieces / kStoreSlices; piece < (store_slice + 1) * kStorePieces / kStoreSlices; ++piece)
           store_piece(Edge{}, set ^ 1, next, piece);
-      if (kLast && pair == kPairs - 1 && i > 0) promote(i - 1);
+        // Between each MFMA of the slice: an LDS store and the VALU work that prepares the next ones.
+#pragma unroll
+        for (int m = 0; m < kOperandsPerRead * kSubN; ++m) {
+          __builtin_amdgcn_sched_group_barrier(kSchedMfma, 1, 0);
+          __builtin_amdgcn_sched_group_barrier(kSchedLdsWrite, 1, 0);
+          __builtin_amdgcn_sched_group_barrier(kSchedValu, kValuPerMfma, 0);
+        }
+      }
+      if (kLast && pair == kPairs - 1 && i > 0) {
+        if (kFirst && i == 1) apply_b_scale();
+        promote(i - 1);
+      }
       __builtin_amdgcn_sched_barrier(0);
     }
-    if (kLast) promote(kSubM - 1);
+    if (kLast) {
+      if (kFirst && kSubM == 1) apply_b_scale();
+      promote(kSubM - 1);
+    }
     __syncthreads();
   };
 
