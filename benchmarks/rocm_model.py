@@ -330,11 +330,11 @@ PLANNING_LAYOUT = LAYOUT_CHALLENGE  # the layout whose instances rocm_loop_costs
 
 
 def instance_for(tile: int, layout: str, instances: dict[tuple[str, ...], str]) -> str:
-    """The mangled name of the dense instance a call with this tile and operand layout runs. Today layout and
-    FP8 format are runtime arguments of gemm_fp8_kernel<tile, B scale format, grouped>: every layout runs
-    <tile, (gemm::ScaleFormat)0 = fp32 B scales, false = dense>, whose two loop paths are both analysed."""
-    del layout  # not a template parameter of the kernel yet
-    return instances[(str(tile), "(gemm::ScaleFormat)0", "false")]
+    """The mangled name of the dense instance a call with this tile and operand layout runs:
+    gemm_fp8_kernel<tile, B scale format, grouped, storage order, fn fold> with fp32 B scales, dense, the
+    layout's storage order (1: M/N-major, the challenge's) and e4m3fnuz operands (no fold)."""
+    major = "(gemm::rocm::OperandMajor)1" if layout == LAYOUT_CHALLENGE else "(gemm::rocm::OperandMajor)0"
+    return instances[(str(tile), "(gemm::ScaleFormat)0", "false", major, "false")]
 # =========================================================================================================
 
 

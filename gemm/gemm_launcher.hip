@@ -49,7 +49,7 @@ std::string check_launch(const char* kernel) {
   return err == hipSuccess ? std::string() : hip_error(kernel, err);
 }
 
-// How one FP8 operand reaches the kernel: read in place (K-major or M/N-major with 16-byte aligned
+// How one FP8 operand reaches the kernel: read in place (K-major, or M/N-major with 16-byte aligned
 // pointer and stride), or through a K-major staging copy in workspace (any other strides).
 struct Operand {
   const uint8_t* data;
@@ -63,16 +63,34 @@ bool aligned(const void* data, int64_t stride) {
   return reinterpret_cast<uintptr_t>(data) % kChunkBytes == 0 && stride % kChunkBytes == 0;
 }
 
-Operand plan_operand(const void* data, int64_t stride_row, int64_t stride_k, int64_t rows, int64_t k) {
-  const bool k_major = stride_k == 1 && aligned(data, stride_row);
-  const bool m_major = stride_row == 1 && aligned(data, stride_k);
-  return {static_cast<const uint8_t*>(data), stride_row, stride_k, rows, !k_major && !m_major,
-          ceil_div(k, kChunkBytes) * kChunkBytes};
+// In place, the kernel addresses an operand tile with 32-bit per-lane offsets (kMaxOperandStride).
+bool k_major_readable(const Operand& op) {
+  return op.stride_k == 1 && aligned(op.data, op.stride_row) && op.stride_row <= kMaxOperandStride;
+}
+bool mn_major_readable(const Operand& op) {
+  return op.stride_row == 1 && aligned(op.data, op.stride_k) && op.stride_k <= kMaxOperandStride;
 }
 
-OperandView view_of(const Operand& op, Fp8Format format) {
-  const bool k_major = op.stride_k == 1 && aligned(op.data, op.stride_row);  // else M/N-major (see plan_operand)
-  return {op.data, k_major ? op.stride_row : op.stride_k, op.rows, !k_major, format == Fp8Format::kE4M3FN};
+Operand plan_operand(const void* data, int64_t stride_row, int64_t stride_k, int64_t rows, int64_t k) {
+  Operand op{static_cast<const uint8_t*>(data), stride_row, stride_k, rows, false, ceil_div(k, kChunkBytes) * kChunkBytes};
+  op.needs_staging = !k_major_readable(op) && !mn_major_readable(op);
+  return op;
+}
+
+// The storage order of both operands (a kernel template parameter): M/N-major only when both are
+// read in place that way (the challenge layout); otherwise every operand that is not K-major in
+// place is staged (mixed orders included).
+OperandMajor plan_major(Operand& a, Operand& b, bool allow_mn_major) {
+  if (allow_mn_major && !a.needs_staging && !b.needs_staging && mn_major_readable(a) && mn_major_readable(b))
+    return OperandMajor::kMN;
+  a.needs_staging = a.needs_staging || !k_major_readable(a);
+  b.needs_staging = b.needs_staging || !k_major_readable(b);
+  return OperandMajor::kK;
+}
+
+OperandView view_of(const Operand& op, Fp8Format format, OperandMajor major) {
+  return {op.data, major == OperandMajor::kK ? op.stride_row : op.stride_k, op.rows,
+          format == Fp8Format::kE4M3FN ? ~0u : 0u};
 }
 
 int64_t align_up(int64_t bytes) { return ceil_div(bytes, kWorkspaceAlign) * kWorkspaceAlign; }
@@ -92,25 +110,33 @@ std::string stage_operand(Operand& op, uint8_t* dst, int64_t k, hipStream_t stre
   return check_launch("stage_k_major_kernel launch");
 }
 
-template <bool kGrouped, int kTileIndex, ScaleFormat kBScale>
+template <bool kGrouped, int kTileIndex, ScaleFormat kBScale, OperandMajor kMajor, bool kFold>
 void launch_gemm(const ParamsFor<kGrouped>& params, dim3 grid, hipStream_t stream) {
-  hipLaunchKernelGGL((gemm_fp8_kernel<kTileIndex, kBScale, kGrouped>), grid, dim3(kTiles[kTileIndex].threads()), 0,
-                     stream, params);
+  hipLaunchKernelGGL((gemm_fp8_kernel<kTileIndex, kBScale, kGrouped, kMajor, kFold>), grid,
+                     dim3(kTiles[kTileIndex].threads()), 0, stream, params);
 }
 
 template <bool kGrouped>
 using GemmLauncher = void (*)(const ParamsFor<kGrouped>&, dim3, hipStream_t);
 constexpr int kNumScaleFormats = 2;  // ScaleFormat::kF32, kUE8M0: the B scales' format
+constexpr int kNumFolds = 2;         // kFold false (both fnuz), true (some operand e4m3fn)
 
-template <bool kGrouped, size_t... I>
-constexpr std::array<std::array<GemmLauncher<kGrouped>, kNumScaleFormats>, sizeof...(I)> make_launchers(
-    std::index_sequence<I...>) {
-  return {{{&launch_gemm<kGrouped, static_cast<int>(I), ScaleFormat::kF32>,
-            &launch_gemm<kGrouped, static_cast<int>(I), ScaleFormat::kUE8M0>}...}};
+// The instances of one tile and storage order: [B scale format][fold].
+template <bool kGrouped, int kTile, OperandMajor kMajor>
+constexpr std::array<std::array<GemmLauncher<kGrouped>, kNumFolds>, kNumScaleFormats> kTileLaunchers = {{
+    {{&launch_gemm<kGrouped, kTile, ScaleFormat::kF32, kMajor, false>, &launch_gemm<kGrouped, kTile, ScaleFormat::kF32, kMajor, true>}},
+    {{&launch_gemm<kGrouped, kTile, ScaleFormat::kUE8M0, kMajor, false>, &launch_gemm<kGrouped, kTile, ScaleFormat::kUE8M0, kMajor, true>}},
+}};
+template <bool kGrouped, OperandMajor kMajor, size_t... I>
+constexpr std::array<std::array<std::array<GemmLauncher<kGrouped>, kNumFolds>, kNumScaleFormats>, sizeof...(I)>
+make_launchers(std::index_sequence<I...>) {
+  return {{kTileLaunchers<kGrouped, static_cast<int>(I), kMajor>...}};
 }
-// [grouped][tile][B scale format]
-template <bool kGrouped>
-constexpr auto kLaunchers = make_launchers<kGrouped>(std::make_index_sequence<kNumTiles>());
+// [tile][B scale format][fold]: dense instances for both storage orders; grouped ones read K-major
+// operands only (the launcher stages the others), which halves their count.
+constexpr auto kDenseLaunchers = std::array{make_launchers<false, OperandMajor::kK>(std::make_index_sequence<kNumTiles>()),
+                                            make_launchers<false, OperandMajor::kMN>(std::make_index_sequence<kNumTiles>())};
+constexpr auto kGroupedLaunchers = make_launchers<true, OperandMajor::kK>(std::make_index_sequence<kNumTiles>());
 
 bool is_fp8_format(Fp8Format f) { return f == Fp8Format::kE4M3FN || f == Fp8Format::kE4M3FNUZ; }
 bool is_scale_format(ScaleFormat f) { return f == ScaleFormat::kF32 || f == ScaleFormat::kUE8M0; }
@@ -119,11 +145,18 @@ bool is_out_format(OutFormat f) {
   return f == OutFormat::kBF16 || f == OutFormat::kFP16 || f == OutFormat::kFP32;
 }
 
-// A scales as the kernel reads them: fp32 through strides.
+// A scales as the kernel reads them: fp32, M-contiguous (4 rows per 16-byte load), stride_k between K blocks.
 struct AScales {
   const float* data;
-  int64_t stride_m, stride_k;
+  int64_t stride_k;
 };
+
+// Whether the caller's A scales are already what the kernel reads: fp32, M-contiguous, 16-byte aligned
+// columns (the challenge layout). Others are expanded into workspace first (expand_a_scales).
+bool a_scales_readable(const GemmArgs& args) {
+  return args.a_scale_format == ScaleFormat::kF32 && args.a_scale_stride_m == 1 &&
+         aligned(args.a_scale, args.a_scale_stride_k * int64_t{sizeof(float)});
+}
 
 int64_t a_scale_ld(int64_t m) { return ceil_div(m, kScalesPerLoad) * kScalesPerLoad; }
 
@@ -135,21 +168,20 @@ std::string expand_a_scales(const GemmArgs& args, float* dst, const int32_t* src
   const int64_t blocks = std::min<int64_t>(ceil_div(args.m * k_blocks, kScaleExpandThreads), kMaxGridX);
   hipLaunchKernelGGL(expand_a_scales_kernel, dim3(static_cast<uint32_t>(blocks)), dim3(kScaleExpandThreads), 0, stream,
                      expand);
-  out = {dst, 1, ld};
+  out = {dst, ld};
   return check_launch("expand_a_scales_kernel launch");
 }
 
 // The kernel parameters every launch shares (split-K and output fields are the caller's).
-KernelParams gemm_params(const GemmArgs& args, const Operand& a, const Operand& b, const AScales& a_scale,
-                         const TileShape& tile, const RocmConfig& config, int64_t tiles_m, int64_t k_blocks_per_split) {
+KernelParams gemm_params(const GemmArgs& args, const Operand& a, const Operand& b, OperandMajor major,
+                         const AScales& a_scale, const TileShape& tile, const RocmConfig& config, int64_t tiles_m,
+                         int64_t k_blocks_per_split) {
   const bool fn_a = args.a_format == Fp8Format::kE4M3FN, fn_b = args.b_format == Fp8Format::kE4M3FN;
   KernelParams params{};
-  params.a = view_of(a, args.a_format);
-  params.b = view_of(b, args.b_format);
+  params.a = view_of(a, args.a_format, major);
+  params.b = view_of(b, args.b_format, major);
   params.a_scale = a_scale.data;
-  params.a_scale_stride_m = a_scale.stride_m;
   params.a_scale_stride_k = a_scale.stride_k;
-  params.a_scale_vector = a_scale.stride_m == 1 && aligned(a_scale.data, a_scale.stride_k * int64_t{sizeof(float)});
   params.b_scale = args.b_scale;
   params.b_scale_stride_n = args.b_scale_stride_n;
   params.b_scale_stride_k = args.b_scale_stride_k;
@@ -192,7 +224,8 @@ std::string launch_grouped(const GemmArgs& args, const RocmConfig& config, const
   a.needs_staging = a.needs_staging || by_row_id;  // rows by id: gathered into sorted order
   Operand b = plan_operand(args.b, args.b_stride_n, args.b_stride_k, args.n, args.k);
   b.needs_staging = b.needs_staging || args.b_stride_group % kChunkBytes != 0;  // every group's B 16-byte aligned
-  const bool expand_scales = by_row_id || args.a_scale_format == ScaleFormat::kUE8M0;
+  const OperandMajor major = plan_major(a, b, false);
+  const bool expand_scales = by_row_id || !a_scales_readable(args);
   const int64_t chunks = ceil_div(args.m, kSortChunk);
 
   // One workspace request: [sort: counts, bin starts, group ends, perm][A][B][fp32 A scales][sorted C].
@@ -247,12 +280,12 @@ std::string launch_grouped(const GemmArgs& args, const RocmConfig& config, const
     b = {b_staged, b.staged_ld, 1, args.n, false, b.staged_ld};
     b_stride_group = staged_group;
   }
-  AScales a_scale{static_cast<const float*>(args.a_scale), args.a_scale_stride_m, args.a_scale_stride_k};
+  AScales a_scale{static_cast<const float*>(args.a_scale), args.a_scale_stride_k};
   if (expand_scales)
     if (std::string err = expand_a_scales(args, a_scale_expanded, sorted_rows, stream, a_scale); !err.empty()) return err;
 
   GroupedKernelParams params{};
-  static_cast<KernelParams&>(params) = gemm_params(args, a, b, a_scale, tile, config, tiles_m, k_blocks);
+  static_cast<KernelParams&>(params) = gemm_params(args, a, b, major, a_scale, tile, config, tiles_m, k_blocks);
   params.out = by_row_id ? static_cast<void*>(c_sorted) : args.c;
   params.out_stride_m = by_row_id ? args.n : args.c_stride_m;
   params.split_stride = 0;
@@ -260,7 +293,7 @@ std::string launch_grouped(const GemmArgs& args, const RocmConfig& config, const
   params.num_groups = static_cast<int32_t>(groups);
   params.b_stride_group = b_stride_group;
   params.b_scale_stride_group = args.b_scale_stride_group;
-  kLaunchers<true>[config.tile][static_cast<int>(args.b_scale_format)](
+  kGroupedLaunchers[config.tile][static_cast<int>(args.b_scale_format)][params.a.fold_mask | params.b.fold_mask ? 1 : 0](
       params, dim3(static_cast<uint32_t>(tiles_m * tiles_n)), stream);
   if (std::string err = check_launch("gemm_fp8_kernel (grouped) launch"); !err.empty()) return err;
   if (!by_row_id) return {};
@@ -287,6 +320,8 @@ std::string launch_with_config(const GemmArgs& args, const RocmConfig& config, c
     return where + "m, n, k must be >= 1, got " + std::to_string(args.m) + ", " + std::to_string(args.n) + ", " +
            std::to_string(args.k);
   if (args.c_stride_n != 1) return where + "c must have stride 1 along n, got " + std::to_string(args.c_stride_n);
+  if (ceil_div(args.k, kChunkBytes) * kChunkBytes > kMaxOperandStride)  // a staged operand's row stride
+    return where + "k must be <= " + std::to_string(kMaxOperandStride) + ", got " + std::to_string(args.k);
   if (!is_fp8_format(args.a_format) || !is_fp8_format(args.b_format))
     return where + "a_format/b_format must be e4m3fn (0) or e4m3fnuz (1), got " +
            std::to_string(static_cast<int>(args.a_format)) + "/" + std::to_string(static_cast<int>(args.b_format));
@@ -311,13 +346,14 @@ std::string launch_with_config(const GemmArgs& args, const RocmConfig& config, c
 
   Operand a = plan_operand(args.a, args.a_stride_m, args.a_stride_k, args.m, args.k);
   Operand b = plan_operand(args.b, args.b_stride_n, args.b_stride_k, args.n, args.k);
+  const OperandMajor major = plan_major(a, b, true);
 
   // One workspace request: [staged A][staged B][split-K partials][fp32 A scales], each region
   // 256-byte aligned.
   const int64_t a_bytes = a.needs_staging ? align_up(args.m * a.staged_ld) : 0;
   const int64_t b_bytes = b.needs_staging ? align_up(args.n * b.staged_ld) : 0;
   const int64_t partial_bytes = splits > 1 ? align_up(splits * args.m * args.n * int64_t{sizeof(float)}) : 0;
-  const bool expand_scales = args.a_scale_format == ScaleFormat::kUE8M0;
+  const bool expand_scales = !a_scales_readable(args);
   const int64_t a_scale_bytes = expand_scales ? align_up(k_blocks * a_scale_ld(args.m) * int64_t{sizeof(float)}) : 0;
   const int64_t total = a_bytes + b_bytes + partial_bytes + a_scale_bytes;
   uint8_t* scratch = nullptr;
@@ -331,20 +367,21 @@ std::string launch_with_config(const GemmArgs& args, const RocmConfig& config, c
   if (b.needs_staging)
     if (std::string err = stage_operand(b, scratch + a_bytes, args.k, stream); !err.empty()) return err;
   float* partials = splits > 1 ? reinterpret_cast<float*>(scratch + a_bytes + b_bytes) : nullptr;
-  AScales a_scale{static_cast<const float*>(args.a_scale), args.a_scale_stride_m, args.a_scale_stride_k};
+  AScales a_scale{static_cast<const float*>(args.a_scale), args.a_scale_stride_k};
   if (expand_scales) {
     float* expanded = reinterpret_cast<float*>(scratch + a_bytes + b_bytes + partial_bytes);
     if (std::string err = expand_a_scales(args, expanded, nullptr, stream, a_scale); !err.empty()) return err;
   }
 
-  KernelParams params = gemm_params(args, a, b, a_scale, tile, config, tiles_m, blocks_per_split);
+  KernelParams params = gemm_params(args, a, b, major, a_scale, tile, config, tiles_m, blocks_per_split);
   params.out = splits > 1 ? static_cast<void*>(partials) : args.c;
   params.out_stride_m = splits > 1 ? args.n : args.c_stride_m;
   params.split_stride = splits > 1 ? args.m * args.n : 0;
   params.out_format = splits > 1 ? OutFormat::kFP32 : args.c_format;
 
   const dim3 grid(static_cast<uint32_t>(tiles_m * tiles_n), 1, static_cast<uint32_t>(splits));
-  kLaunchers<false>[config.tile][static_cast<int>(args.b_scale_format)](params, grid, stream);
+  kDenseLaunchers[static_cast<int>(major)][config.tile][static_cast<int>(args.b_scale_format)]
+                 [params.a.fold_mask | params.b.fold_mask ? 1 : 0](params, grid, stream);
   if (std::string err = check_launch("gemm_fp8_kernel launch"); !err.empty()) return err;
   if (splits == 1) return {};
 

@@ -1,21 +1,27 @@
-// The gfx942 FP8 block-scaled GEMM kernel: one template, instantiated once per entry of kTiles
-// (rocm_tile_configs.h); shapes, layouts and formats are runtime parameters of the same code.
+// The gfx942 FP8 block-scaled GEMM kernel: one template, instantiated per entry of kTiles
+// (rocm_tile_configs.h), B scale format, dense/grouped, operand storage order and FP8 format (fnuz,
+// or e4m3fn folded to fnuz): everything that changes the main loop's instructions is a compile-time
+// parameter, so each instance has one straight-line main loop; shapes and strides are runtime values.
 //
 // Hardware builtins used (the CPU emulator in tests/rocm implements exactly these):
-//   __builtin_amdgcn_mfma_f32_32x32x16_fp8_fp8, __builtin_amdgcn_mfma_f32_16x16x32_fp8_fp8
+//   __builtin_amdgcn_mfma_f32_32x32x16_fp8_fp8, __builtin_amdgcn_mfma_f32_16x16x32_fp8_fp8,
+//   __builtin_amdgcn_perm (v_perm_b32: the M/N-major byte transpose),
+//   __builtin_amdgcn_readfirstlane (the tile's B scale, equal in every lane, into an SGPR),
+//   __builtin_amdgcn_sched_group_barrier (scheduling only: interleaves LDS writes and VALU with MFMAs)
 // Language features (not target builtins): __builtin_bit_cast, _Float16 (fp16 output), clang
-// ext_vector_type vectors (uint32 x4, float x4/x16, uint8 x1/2/4/8 row pieces), byte-level
-// reinterpret_cast of __shared__ arrays. No inline asm, no cross-lane builtins, no buffer loads:
-// out-of-range rows/chunks read a clamped valid address and are zeroed by selects (see load_chunk,
-// keep_bytes), so the emulator executes the bounds logic unchanged. clang-19 accepts the buffer-load
+// ext_vector_type vectors, byte offsets into __shared__ arrays. No inline asm, no cross-lane builtins,
+// no buffer loads: out-of-range rows/chunks read a clamped valid address and are zeroed by selects
+// (keep_bytes), so the emulator executes the bounds logic unchanged. clang-19 accepts the buffer-load
 // builtins for gfx942, but a wave-uniform buffer resource cannot bound a strided row's K tail, so the
 // masks would be needed anyway.
 //
-// Per workgroup: a BlockM x BlockN tile of C over the K blocks of one split. Per 128-K stage (one
-// scale block):
-//   global (16-byte loads; M/N-major operands transposed in registers; e4m3fn folded to fnuz)
-//   -> LDS (K-major rows of 128 bytes, XOR swizzle, 2 stages: the next stage loads during the MFMAs)
-//   -> MFMAs into a zeroed fp32 partial -> acc += partial * As[row] * Bs (promotion once per block).
+// Per workgroup: a BlockM x BlockN tile of C over the K blocks of one split. A K block of 128 (one
+// scale block) is staged in kBlockK / stage_k LDS stages:
+//   global (16-byte loads K-major; 4-16-byte column loads M/N-major, transposed in registers with
+//   v_perm_b32; e4m3fn folded to fnuz) -> registers, two stages ahead
+//   -> LDS (rows of stage_k bytes, XOR swizzle: rocm_lds_layout.h; 2 buffers: stage s+1 is written
+//   while stage s is read) -> MFMAs into an fp32 partial that the block's first MFMA starts from zero
+//   -> acc += partial * As[row] * Bs (promotion once per block).
 // An MFMA lane reads 8 K-consecutive bytes of one row (cdna3_mfma_layout.h); each lane reads 16 bytes
 // per LDS access and feeds the low 8 to MFMA step 2p and the high 8 to step 2p+1. That permutes K
 // inside the block identically for A and B, which leaves the block's dot products unchanged.
@@ -28,6 +34,7 @@
 
 #include "cdna3_mfma_layout.h"
 #include "gemm_contract.h"
+#include "rocm_lds_layout.h"
 #include "rocm_tile_configs.h"
 #include "rocm_tile_scheduler.h"
 
@@ -37,29 +44,29 @@ typedef uint32_t u32x4 __attribute__((ext_vector_type(4)));
 typedef float f32x4 __attribute__((ext_vector_type(4)));
 typedef float f32x16 __attribute__((ext_vector_type(16)));
 
-constexpr int kChunkBytes = 16;                        // one global/LDS vector access
-constexpr int kChunksPerRow = kBlockK / kChunkBytes;   // 8 chunks per 128-byte row of a stage
-constexpr int kSwizzleRows = kChunksPerRow;            // rows r..r+7 spread one chunk column over all banks
-constexpr int kOperandsPerChunk = kChunkBytes / cdna3::kFp8PerOperand;  // 2 MFMA steps per LDS read
+// Storage order of both operands, a compile-time parameter: K-major (K contiguous in each row) or
+// M/N-major (rows contiguous at each K: the AMD challenge layout). The launcher stages any other pair
+// (mixed orders included) into a K-major copy.
+enum class OperandMajor : int32_t { kK = 0, kMN = 1 };
 
-// One FP8 operand [rows, k] as the kernel reads it: K-major (stride between rows, K contiguous) or
-// M/N-major (stride between K columns, rows contiguous: the AMD challenge layout). The pointer and the
-// stride are 16-byte aligned (the launcher stages anything else into a K-major copy).
+// The largest operand stride the kernel reads in place: a tile's loads are a uniform base plus a
+// 32-bit per-lane offset below (rows or K columns of a tile, at most 256) x stride.
+constexpr int64_t kMaxOperandStride = (int64_t{1} << 32) / 256;
+
+// One FP8 operand [rows, k] as the kernel reads it. The pointer and the stride are 16-byte aligned.
 struct OperandView {
   const uint8_t* data;
-  int64_t stride;    // bytes between rows (K-major) or between K columns (M/N-major)
+  int64_t stride;      // bytes between rows (K-major) or between K columns (M/N-major)
   int64_t rows;
-  int32_t m_major;   // rows contiguous: staged through a register transpose
-  int32_t fold_fn;   // bytes are e4m3fn: fold to e4m3fnuz while staging
+  uint32_t fold_mask;  // ~0u: bytes are e4m3fn, folded to e4m3fnuz while staging (instances with kFold)
 };
 
 // Everything a GEMM launch needs.
 struct KernelParams {
   OperandView a;  // [m, k]
   OperandView b;  // [n, k]
-  const float* a_scale;
-  int64_t a_scale_stride_m, a_scale_stride_k;
-  int32_t a_scale_vector;  // stride_m == 1 and 16-byte aligned columns: 4 rows per load (challenge layout)
+  const float* a_scale;     // fp32, M-contiguous, 16-byte aligned columns: 4 rows per load
+  int64_t a_scale_stride_k;
   const void* b_scale;   // fp32 or UE8M0 (the kernel's template argument)
   int64_t b_scale_stride_n, b_scale_stride_k;
   void* out;            // C, or the fp32 split-K workspace [split][m][n]
@@ -171,16 +178,10 @@ __device__ __forceinline__ uint32_t fold_e4m3fn_to_fnuz(uint32_t x) {
   return (x & ~((nan >> 7) * kByte)) | nan;
 }
 
-__device__ __forceinline__ u32x4 fold_chunk(u32x4 v) {
-  return u32x4{fold_e4m3fn_to_fnuz(v.x), fold_e4m3fn_to_fnuz(v.y), fold_e4m3fn_to_fnuz(v.z),
-               fold_e4m3fn_to_fnuz(v.w)};
-}
-
-// One aligned 16-byte load at `offset` of `base`. Callers clamp out-of-range coordinates to a valid
-// chunk (its bytes are then zeroed past K, or land in rows the epilogue never writes), so loads never
-// branch per lane.
-__device__ __forceinline__ u32x4 load_chunk(const uint8_t* base, int64_t offset) {
-  return *reinterpret_cast<const u32x4*>(base + offset);
+// The fold where `mask` is ~0u (an e4m3fn operand), the bytes unchanged where it is 0 (fnuz): one
+// bitfield select, so an instance with kFold serves any mix of the two formats.
+__device__ __forceinline__ uint32_t fold_where(uint32_t x, uint32_t mask) {
+  return (fold_e4m3fn_to_fnuz(x) & mask) | (x & ~mask);
 }
 
 // Keeps the first `valid` bytes of a chunk (all when valid >= 16, none when valid <= 0), zeroes the
@@ -189,19 +190,18 @@ __device__ __forceinline__ u32x4 load_chunk(const uint8_t* base, int64_t offset)
 // 16-byte-aligned granule, hence the same page.
 __device__ __forceinline__ u32x4 keep_bytes(u32x4 v, int64_t valid) {
   constexpr int kWordBytes = 4;
+  const int bytes = valid >= kChunkBytes ? kChunkBytes : valid <= 0 ? 0 : static_cast<int>(valid);
+#pragma unroll
   for (int word = 0; word < kChunkBytes / kWordBytes; ++word) {
-    const int64_t keep = valid - word * kWordBytes;
+    const int keep = bytes - word * kWordBytes;
     v[word] &= keep >= kWordBytes ? ~0u : keep <= 0 ? 0u : (1u << (8 * keep)) - 1u;
   }
   return v;
 }
 
 // The 8-byte MFMA operand `half` (0: low 8 bytes, 1: high 8 bytes) of a 16-byte LDS read.
-__device__ __forceinline__ long operand(u32x4 v, int half) {
-  const uint32_t lo = half == 0 ? v.x : v.z;
-  const uint32_t hi = half == 0 ? v.y : v.w;
-  return static_cast<long>((static_cast<uint64_t>(hi) << 32) | lo);
-}
+typedef long i64x2 __attribute__((ext_vector_type(2)));
+__device__ __forceinline__ long operand(u32x4 v, int half) { return __builtin_bit_cast(i64x2, v)[half]; }
 
 // fp32 -> bf16 with round-to-nearest-even; NaN stays NaN (quieted), infinities stay infinite.
 __device__ __forceinline__ uint16_t to_bf16_bits(float f) {
@@ -221,73 +221,124 @@ __device__ __forceinline__ void store_output(void* out, int64_t index, float val
     static_cast<uint16_t*>(out)[index] = __builtin_bit_cast(uint16_t, static_cast<_Float16>(value));
 }
 
-// LDS position of chunk `chunk` of stage row `row` (rows of 128 bytes = all 32 banks): XOR swizzle.
-// MFMA reads: 8 consecutive rows (aligned) at one logical chunk hit 8 different chunk slots, so a
-// 16-byte read by 8 lanes covers all banks. M/N-major staging writes 4-byte pieces of rows
-// r, r+16, r+32, ... in one instruction; the row/16 term sends those to different slots too.
-__device__ __forceinline__ int lds_index(int row, int chunk) {
-  return row * kChunksPerRow + (chunk ^ ((row ^ (row / kChunkBytes)) % kSwizzleRows));
+// 4 K-columns of 4 rows (word i: the 4 rows' bytes at K column i) -> 4 rows of 4 K-consecutive bytes
+// (word r: row r's bytes at K columns 0..3), with eight v_perm_b32. v_perm_b32's selector picks bytes
+// of {hi:lo}: 0-3 from lo, 4-7 from hi.
+constexpr int kTransposeBytes = 4;
+__device__ __forceinline__ void transpose_4x4(const uint32_t* in, uint32_t (&out)[kTransposeBytes]) {
+  constexpr uint32_t kInterleaveLow = 0x05010400u;   // lo.b0 hi.b0 lo.b1 hi.b1
+  constexpr uint32_t kInterleaveHigh = 0x07030602u;  // lo.b2 hi.b2 lo.b3 hi.b3
+  constexpr uint32_t kLowHalves = 0x05040100u;       // lo.b0 lo.b1 hi.b0 hi.b1
+  constexpr uint32_t kHighHalves = 0x07060302u;      // lo.b2 lo.b3 hi.b2 hi.b3
+  const uint32_t lo01 = __builtin_amdgcn_perm(in[1], in[0], kInterleaveLow);
+  const uint32_t hi01 = __builtin_amdgcn_perm(in[1], in[0], kInterleaveHigh);
+  const uint32_t lo23 = __builtin_amdgcn_perm(in[3], in[2], kInterleaveLow);
+  const uint32_t hi23 = __builtin_amdgcn_perm(in[3], in[2], kInterleaveHigh);
+  out[0] = __builtin_amdgcn_perm(lo23, lo01, kLowHalves);
+  out[1] = __builtin_amdgcn_perm(lo23, lo01, kHighHalves);
+  out[2] = __builtin_amdgcn_perm(hi23, hi01, kLowHalves);
+  out[3] = __builtin_amdgcn_perm(hi23, hi01, kHighHalves);
 }
 
-// Stages one operand tile [kRows, kBlockK] from global memory into registers, then into LDS.
-// K-major: thread t owns 16-byte chunks t, t + kThreads, ... (row = chunk / 8): one LDS write each.
-// M/N-major: thread t owns kLoads K-consecutive columns of 16 consecutive rows; the register
-// transpose turns them into 16 row pieces of kLoads bytes, one LDS write each.
-// load() only issues the global loads (addresses clamped into the tensor); everything that consumes
-// the data (K-edge zeroing, fn folding, transpose) runs in store(), after the current stage's MFMAs,
-// so the loads stay in flight meanwhile. Rows past the end are not zeroed: a row of A (B) only reaches
-// the same row (column) of C, which the epilogue never writes.
-template <int kRows, int kThreads>
+// Stages one operand's [kRows, kStageK] stage from global memory into registers (load), then into
+// LDS (store), with the thread-to-data map of StageAccess (rocm_lds_layout.h). The loads of stage
+// s+1 are issued at the top of stage s and stored at its end, so they arrive behind stage s's
+// MFMAs (a second register set would hide two stages but costs 16 VGPRs the 128x128 tile lacks for
+// two waves per SIMD). load() only issues the loads; everything that
+// consumes the data (K-edge zeroing, fn folding, transpose) runs in store(). kEdge: the stage may
+// reach past K (the last K block, handled outside the main loop): columns are clamped into the
+// tensor on load and zeroed on store. Rows past the end read a clamped row and are not zeroed: a row
+// of A (B) only reaches the same row (column) of C, which the epilogue never writes.
+template <int kRows, int kStageK, int kThreads, OperandMajor kMajor, bool kFold>
 struct OperandStager {
-  static constexpr int kLoads = kRows * kChunksPerRow / kThreads;
-  static constexpr int kRowGroups = kRows / kChunkBytes;  // M/N-major: 16-row groups along the tile
-  static_assert(kLoads * kThreads == kRows * kChunksPerRow, "a stage must split evenly over the threads");
-  static_assert(kLoads == 1 || kLoads == 2 || kLoads == 4 || kLoads == 8, "row pieces are 1, 2, 4 or 8 bytes");
-  typedef uint8_t Piece __attribute__((ext_vector_type(kLoads)));
+  using Access = StageAccess<kRows, kStageK, kThreads>;
+  static constexpr bool kMnMajor = kMajor == OperandMajor::kMN;
+  static constexpr int kWords = kMnMajor ? 1 : kChunkBytes / kTransposeBytes;  // per load
+  static constexpr int kLoads = kMnMajor ? Access::kPieceK : Access::kChunks;  // M/N-major: one per K column
+  typedef uint32_t Load __attribute__((ext_vector_type(kWords)));
+  typedef uint32_t Piece __attribute__((ext_vector_type(Access::kPieceK / kTransposeBytes)));
 
-  u32x4 chunk[kLoads];
+  Load data[kLoads];
+  // Addresses: a uniform base (the tile's first row, at K column 0) plus a 32-bit per-lane offset,
+  // so every load is one global_load with an SGPR base (the launcher keeps tile_rows x stride below
+  // 2^32: kMaxOperandStride). M/N-major: the offset of the first of the lane's columns; the others
+  // follow at uniform multiples of the stride.
+  const uint8_t* base;
+  uint32_t lane_offset[kMnMajor ? 1 : kLoads];
 
-  __device__ __forceinline__ void load(const OperandView& op, int64_t row0, int64_t k0, int64_t k, int tid) {
-    if (op.m_major) {
-      const int64_t row = row0 + (tid % kRowGroups) * kChunkBytes;
-      const int64_t safe_row = row < op.rows ? row : (op.rows - 1) / kChunkBytes * kChunkBytes;
-      for (int i = 0; i < kLoads; ++i) {
-        const int64_t col = k0 + (tid / kRowGroups) * kLoads + i;
-        chunk[i] = load_chunk(op.data, (col < k ? col : k - 1) * op.stride + safe_row);
-      }
+  __device__ __forceinline__ void init(const OperandView& op, int64_t row0, int tid) {
+    if constexpr (kMnMajor) {
+      base = op.data + row0;
+      const int64_t row = row0 + Access::mn_major_block(tid).row;
+      const int64_t safe_row = row < op.rows ? row : (op.rows - 1) / Access::kMnRows * Access::kMnRows;
+      lane_offset[0] = static_cast<uint32_t>(Access::mn_major_block(tid).k * op.stride + safe_row - row0);
     } else {
-      const int64_t last_chunk = (k - 1) / kChunkBytes * kChunkBytes;
+      base = op.data + row0 * op.stride;
+#pragma unroll
       for (int i = 0; i < kLoads; ++i) {
-        const int c = tid + i * kThreads;
-        const int64_t row = row0 + c / kChunksPerRow, col = k0 + (c % kChunksPerRow) * kChunkBytes;
-        chunk[i] = load_chunk(op.data, (row < op.rows ? row : op.rows - 1) * op.stride + (col < k ? col : last_chunk));
+        const int64_t row = row0 + Access::k_major_chunk(tid, i).row;
+        const int64_t safe_row = row < op.rows ? row : op.rows - 1;
+        lane_offset[i] = static_cast<uint32_t>((safe_row - row0) * op.stride + Access::k_major_chunk(tid, i).k);
       }
     }
   }
 
-  __device__ __forceinline__ void store(u32x4* lds, const OperandView& op, int64_t k0, int64_t k, int tid) {
-    if (k0 + kBlockK > k && op.m_major) {  // the ragged K block (uniform branches): zero all at or past K
-      for (int i = 0; i < kLoads; ++i)
-        chunk[i] = k0 + (tid / kRowGroups) * kLoads + i < k ? chunk[i] : u32x4{0u, 0u, 0u, 0u};
-    } else if (k0 + kBlockK > k) {
-      for (int i = 0; i < kLoads; ++i)
-        chunk[i] = keep_bytes(chunk[i], k - (k0 + ((tid + i * kThreads) % kChunksPerRow) * kChunkBytes));
+  template <bool kEdge>
+  __device__ __forceinline__ void load(const OperandView& op, int64_t k0, int64_t k, int tid) {
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i) {
+      const uint8_t* column = base + (kMnMajor ? (k0 + i) * op.stride : k0);  // uniform
+      const uint32_t offset = lane_offset[kMnMajor ? 0 : i];
+      if constexpr (kEdge) {  // a column at or past K reads the last column (M/N-major) or chunk (K-major)
+        int64_t back = 0;     // bytes the clamp moves the address back (64-bit: outside the main loop)
+        if constexpr (kMnMajor) {
+          const int64_t col = k0 + Access::mn_major_block(tid).k + i;
+          back = col < k ? 0 : (col - (k - 1)) * op.stride;
+        } else {
+          const int64_t col = k0 + Access::k_major_chunk(tid, i).k;
+          back = col < k ? 0 : col - (k - 1) / kChunkBytes * kChunkBytes;
+        }
+        data[i] = *reinterpret_cast<const Load*>(column + (static_cast<int64_t>(offset) - back));
+      } else {
+        data[i] = *reinterpret_cast<const Load*>(column + offset);
+      }
     }
-    if (op.fold_fn)
-      for (int i = 0; i < kLoads; ++i) chunk[i] = fold_chunk(chunk[i]);
-    if (op.m_major) {
-      const int row0 = (tid % kRowGroups) * kChunkBytes, col = (tid / kRowGroups) * kLoads;
-      uint8_t* bytes = reinterpret_cast<uint8_t*>(lds);
-      for (int r = 0; r < kChunkBytes; ++r) {
-        Piece piece;
-        for (int i = 0; i < kLoads; ++i) piece[i] = static_cast<uint8_t>(chunk[i][r / 4] >> (8 * (r % 4)));
-        *reinterpret_cast<Piece*>(bytes + lds_index(row0 + r, col / kChunkBytes) * kChunkBytes + col % kChunkBytes) = piece;
-      }
-    } else {
+  }
+
+  // The store is cut into kPieces pieces (K-major: one 16-byte chunk; M/N-major: the transpose and
+  // four row pieces) that the kernel spreads between its MFMAs.
+  static constexpr int kPieces = kMnMajor ? 1 : kLoads;
+
+  template <bool kEdge>
+  __device__ __forceinline__ void store_piece(int piece, uint8_t* lds, const OperandView& op, int64_t k0, int64_t k,
+                                              int tid) {
+    if constexpr (kMnMajor) {
+      uint32_t column[kLoads];
+#pragma unroll
       for (int i = 0; i < kLoads; ++i) {
-        const int c = tid + i * kThreads;
-        lds[lds_index(c / kChunksPerRow, c % kChunksPerRow)] = chunk[i];
+        uint32_t word = data[i][0];
+        if constexpr (kEdge) word = k0 + Access::mn_major_block(tid).k + i < k ? word : 0u;
+        if constexpr (kFold) word = fold_where(word, op.fold_mask);
+        column[i] = word;
       }
+      Piece rows[Access::kMnRows];
+#pragma unroll
+      for (int c = 0; c < kLoads / kTransposeBytes; ++c) {  // K columns 4c .. 4c + 3
+        uint32_t four[kTransposeBytes];
+        transpose_4x4(column + c * kTransposeBytes, four);
+#pragma unroll
+        for (int r = 0; r < Access::kMnRows; ++r) rows[r][c] = four[r];
+      }
+#pragma unroll
+      for (int r = 0; r < Access::kMnRows; ++r)
+        reinterpret_cast<Piece*>(lds)[Access::mn_major_write(tid, r) / Access::kPieceK] = rows[r];
+    } else {
+      u32x4 chunk = data[piece];
+      if constexpr (kEdge) chunk = keep_bytes(chunk, k - (k0 + Access::k_major_chunk(tid, piece).k));
+      if constexpr (kFold)
+#pragma unroll
+        for (int w = 0; w < kWords; ++w) chunk[w] = fold_where(chunk[w], op.fold_mask);
+      reinterpret_cast<u32x4*>(lds)[Access::k_major_write(tid, piece) / kChunkBytes] = chunk;
     }
   }
 };
@@ -330,11 +381,13 @@ constexpr bool accum_rows_in_fours() {
 }
 
 // ---- The kernel -----------------------------------------------------------------------------
-// kBScale: how the B scales are stored (fp32, or UE8M0 bytes read as they are). A scales are fp32 (the
-// launcher expands UE8M0 A scales first: see rocm_scale_kernel.h). kGrouped: the block's rows are
-// one group's segment, with that group's B (GroupedKernelParams); rows outside it are never written.
-template <int kTileIndex, ScaleFormat kBScale, bool kGrouped>
-__global__ __launch_bounds__(kTiles[kTileIndex].threads()) void gemm_fp8_kernel(ParamsFor<kGrouped> p) {
+// kBScale: how the B scales are stored (fp32, or UE8M0 bytes read as they are). A scales are fp32,
+// M-contiguous (the launcher expands any other A scales first: see rocm_scale_kernel.h). kGrouped: the
+// block's rows are one group's segment, with that group's B (GroupedKernelParams); rows outside it are
+// never written. kMajor: both operands' storage order. kFold: some operand is e4m3fn (fold_mask).
+template <int kTileIndex, ScaleFormat kBScale, bool kGrouped, OperandMajor kMajor, bool kFold>
+__global__ __launch_bounds__(kTiles[kTileIndex].threads(), kTiles[kTileIndex].waves_per_simd()) void gemm_fp8_kernel(
+    ParamsFor<kGrouped> p) {
   constexpr TileShape kTile = kTiles[kTileIndex];
   using Op = MfmaOp<kTile.mfma>;
   using Layout = LaneMap<typename Op::Layout>;
@@ -344,16 +397,19 @@ __global__ __launch_bounds__(kTiles[kTileIndex].threads()) void gemm_fp8_kernel(
   constexpr int kWaveN = kTile.block_n / kTile.warps_n;
   constexpr int kSubM = kWaveM / Layout::kM;  // MFMA tiles per wave along M
   constexpr int kSubN = kWaveN / Layout::kN;
-  constexpr int kSteps = kBlockK / Layout::kK;  // MFMAs per sub-tile per stage
-  constexpr int kPairs = kSteps / kOperandsPerChunk;
-  constexpr int kChunkGroups = Layout::kK / cdna3::kFp8PerOperand;  // K groups of 8 across a lane group
+  constexpr int kStageK = kTile.stage_k;
+  constexpr int kStagesPerBlock = kBlockK / kStageK;
+  using Fragment = FragmentAccess<Layout, kStageK>;
+  constexpr int kPairs = Fragment::kPairs;  // ds_read_b128 per fragment per stage, 2 MFMA steps each
+  constexpr int kOperandsPerRead = kChunkBytes / cdna3::kFp8PerOperand;
   static_assert(kWaveM % Layout::kM == 0 && kWaveN % Layout::kN == 0, "wave tile must hold whole MFMA tiles");
   static_assert(kScaleBlockN % kTile.block_n == 0, "a tile's columns must share one B scale block");
-  static_assert(kSteps % kOperandsPerChunk == 0, "LDS reads cover MFMA steps in pairs");
+  static_assert(kStagesPerBlock * kStageK == kBlockK && kStages % kStagesPerBlock == 0,
+                "a main-loop iteration (kStages stages) covers whole K blocks");
   static_assert(accum_rows_in_fours<typename Op::Layout>(), "A-scale vector loads need rows in fours");
 
-  __shared__ u32x4 lds_a[kStages][kTile.block_m * kChunksPerRow];
-  __shared__ u32x4 lds_b[kStages][kTile.block_n * kChunksPerRow];
+  __shared__ u32x4 lds_a[kStages][kTile.block_m * kStageK / kChunkBytes];
+  __shared__ u32x4 lds_b[kStages][kTile.block_n * kStageK / kChunkBytes];
 
   const int tid = static_cast<int>(threadIdx.x);
   const int lane = tid % cdna3::kWaveSize;
@@ -378,106 +434,255 @@ __global__ __launch_bounds__(kTiles[kTileIndex].threads()) void gemm_fp8_kernel(
     b_op.data += group.group * p.b_stride_group;
     b_scale_base = static_cast<const typename ScaleElement<kBScale>::Stored*>(p.b_scale) + group.group * p.b_scale_stride_group;
   }
-  // What this lane feeds the MFMAs (inverse operand maps) and which outputs it holds.
-  const cdna3::MatPos a_pos = Layout::a_of(lane, 0);  // (row i, first k)
-  const cdna3::MatPos b_pos = Layout::b_of(lane, 0);  // (first k, column j)
-  const int a_group = a_pos.col / cdna3::kFp8PerOperand;
-  const int b_group = b_pos.row / cdna3::kFp8PerOperand;
+  // Per-lane LDS fragment offsets (16-byte units), loop-invariant.
+  int a_read[kSubM][kPairs], b_read[kSubN][kPairs];
+#pragma unroll
+  for (int i = 0; i < kSubM; ++i)
+#pragma unroll
+    for (int pair = 0; pair < kPairs; ++pair)
+      a_read[i][pair] = Fragment::a_read(lane, wave_m * kWaveM + i * Layout::kM, pair) / kChunkBytes;
+#pragma unroll
+  for (int j = 0; j < kSubN; ++j)
+#pragma unroll
+    for (int pair = 0; pair < kPairs; ++pair)
+      b_read[j][pair] = Fragment::b_read(lane, wave_n * kWaveN + j * Layout::kN, pair) / kChunkBytes;
 
-  // Global -> register staging of one stage and its scales, issued one stage ahead: the loads are in
-  // flight while the previous stage's MFMAs run. As: one value per accumulator row (rows past M read
-  // row M-1: never stored), Bs: one per tile.
-  OperandStager<kTile.block_m, kThreads> stage_a;
-  OperandStager<kTile.block_n, kThreads> stage_b;
+  // Scales of one K block, loaded at its first stage and used at its last. As: one value per
+  // accumulator row, 4 rows per 16-byte load (rows past the block's rows read a clamped group: never
+  // stored). Bs: each lane reads the scale of its own columns' block (one value per tile: the address
+  // is per lane so that the load is a vector load, whose wait never drains the LDS counter).
   using BScale = ScaleElement<kBScale>;
-  float a_scale_next[kSubM][Layout::kAccum];
-  typename BScale::Raw b_scale_next = 0;
-  const auto* b_scale_row = static_cast<const typename BScale::Stored*>(b_scale_base) + (n0 / kScaleBlockN) * p.b_scale_stride_n;
-  // Scales first: any wait the compiler inserts for their registers (the two scale paths share them)
-  // then precedes the operand loads instead of draining them before the MFMAs.
-  auto load_stage = [&](int64_t kb) __attribute__((always_inline)) {
-    const float* a_scale_col = p.a_scale + kb * p.a_scale_stride_k;
-    if (p.a_scale_vector) {
+  float a_scale[kSubM][Layout::kAccum];
+  typename BScale::Raw b_scale_raw = 0;
+  // Per-lane 32-bit offsets from uniform bases (the tile's first row, its columns' scale block).
+  uint32_t a_scale_rows[kSubM][Layout::kAccum / kScalesPerLoad];
 #pragma unroll
-      for (int i = 0; i < kSubM; ++i)
+  for (int i = 0; i < kSubM; ++i)
 #pragma unroll
-        for (int e = 0; e < Layout::kAccum; e += kScalesPerLoad) {
-          const int64_t row = m0 + wave_m * kWaveM + i * Layout::kM + Layout::d_of(lane, e).row;
-          const f32x4 v = *reinterpret_cast<const f32x4*>(a_scale_col + (row < m_end ? row : (m_end - 1) / kScalesPerLoad * kScalesPerLoad));
-          for (int r = 0; r < kScalesPerLoad; ++r) a_scale_next[i][e + r] = v[r];
-        }
-    } else {
-#pragma unroll
-      for (int i = 0; i < kSubM; ++i)
-#pragma unroll
-        for (int e = 0; e < Layout::kAccum; ++e) {
-          const int64_t row = m0 + wave_m * kWaveM + i * Layout::kM + Layout::d_of(lane, e).row;
-          a_scale_next[i][e] = a_scale_col[(row < m_end ? row : m_end - 1) * p.a_scale_stride_m];
-        }
+    for (int e = 0; e < Layout::kAccum; e += kScalesPerLoad) {
+      // The hardware layout's rows (Op::Layout, not LaneMap: the test-only wrong map must still load
+      // aligned groups of four; its outputs land in the wrong places all the same).
+      const int row = wave_m * kWaveM + i * Layout::kM + Op::Layout::d_of(lane, e).row;  // in the tile
+      a_scale_rows[i][e / kScalesPerLoad] =
+          static_cast<uint32_t>(row < m_end - m0 ? row : (m_end - 1) / kScalesPerLoad * kScalesPerLoad - m0);
     }
-    b_scale_next = b_scale_row[kb * p.b_scale_stride_k];
-    stage_a.load(a_op, m0, kb * kBlockK, p.k, tid);
-    stage_b.load(b_op, n0, kb * kBlockK, p.k, tid);
-  };
-  auto store_stage = [&](int stage, int64_t kb) __attribute__((always_inline)) {
-    stage_a.store(lds_a[stage], a_op, kb * kBlockK, p.k, tid);
-    stage_b.store(lds_b[stage], b_op, kb * kBlockK, p.k, tid);
+  const int lane_col = wave_n * kWaveN + Layout::d_of(lane, 0).col;  // in the tile
+  const uint32_t b_scale_lane = static_cast<uint32_t>((n0 % kScaleBlockN + lane_col) / kScaleBlockN * p.b_scale_stride_n);
+  const auto* b_scale_tile = static_cast<const typename BScale::Stored*>(b_scale_base) + (n0 / kScaleBlockN) * p.b_scale_stride_n;
+  auto load_scales = [&](int64_t kb) __attribute__((always_inline)) {
+    const float* a_scale_col = p.a_scale + kb * p.a_scale_stride_k + m0;  // uniform
+#pragma unroll
+    for (int i = 0; i < kSubM; ++i)
+#pragma unroll
+      for (int e = 0; e < Layout::kAccum; e += kScalesPerLoad) {
+        const f32x4 v = *reinterpret_cast<const f32x4*>(a_scale_col + a_scale_rows[i][e / kScalesPerLoad]);
+#pragma unroll
+        for (int r = 0; r < kScalesPerLoad; ++r) a_scale[i][e + r] = v[r];
+      }
+    b_scale_raw = (b_scale_tile + kb * p.b_scale_stride_k)[b_scale_lane];
   };
 
-  Accum acc[kSubM][kSubN];
+  OperandStager<kTile.block_m, kStageK, kThreads, kMajor, kFold> stage_a;
+  OperandStager<kTile.block_n, kStageK, kThreads, kMajor, kFold> stage_b;
+  stage_a.init(a_op, m0, tid);
+  stage_b.init(b_op, n0, tid);
+  // Stage s covers K [s * kStageK, (s + 1) * kStageK).
+  auto load_stage = [&](auto edge, int64_t s) __attribute__((always_inline)) {
+    stage_a.template load<decltype(edge)::value>(a_op, s * kStageK, p.k, tid);
+    stage_b.template load<decltype(edge)::value>(b_op, s * kStageK, p.k, tid);
+  };
+  using StagerA = decltype(stage_a);
+  using StagerB = decltype(stage_b);
+  // Piece `piece` of the LDS store of stage s into buffer `set` (A's pieces first, then B's).
+  auto store_piece = [&](auto edge, int set, int64_t s, int piece) __attribute__((always_inline)) {
+    constexpr bool kEdge = decltype(edge)::value;
+    if (piece < StagerA::kPieces)
+      stage_a.template store_piece<kEdge>(piece, reinterpret_cast<uint8_t*>(lds_a[set]), a_op, s * kStageK, p.k, tid);
+    else
+      stage_b.template store_piece<kEdge>(piece - StagerA::kPieces, reinterpret_cast<uint8_t*>(lds_b[set]), b_op,
+                                          s * kStageK, p.k, tid);
+  };
+  constexpr int kStorePieces = StagerA::kPieces + StagerB::kPieces;
+
+  Accum acc[kSubM][kSubN], partial[kSubM][kSubN];
+#pragma unroll
   for (int i = 0; i < kSubM; ++i)
+#pragma unroll
     for (int j = 0; j < kSubN; ++j) acc[i][j] = Accum{};
-
-  if (kb_begin < kb_end) {
-    load_stage(kb_begin);
-    store_stage(0, kb_begin);
-  }
-  __syncthreads();
-
-  for (int64_t kb = kb_begin; kb < kb_end; ++kb) {
-    const int stage = static_cast<int>((kb - kb_begin) % kStages);
-    const bool has_next = kb + 1 < kb_end;
-    float a_scale[kSubM][Layout::kAccum];
+  // Promotion of accumulator row i: the fp32 partial of this 128-K block, scaled once.
+  // a_scale becomes As x Bs (x 2 per e4m3fn operand): the multiplier of each accumulator row.
+  // Every lane loaded the same Bs (one per tile); readfirstlane keeps it in an SGPR, so that the
+  // products never pair it with a VGPR that a pending load is about to write.
+  auto apply_b_scale = [&]() __attribute__((always_inline)) {
+    const float b_scale = __builtin_bit_cast(
+        float, __builtin_amdgcn_readfirstlane(__builtin_bit_cast(int, BScale::value(b_scale_raw) * p.scale_factor)));
 #pragma unroll
     for (int i = 0; i < kSubM; ++i)
 #pragma unroll
-      for (int e = 0; e < Layout::kAccum; ++e) a_scale[i][e] = a_scale_next[i][e];
-    const float b_scale = BScale::value(b_scale_next) * p.scale_factor;
-    if (has_next) load_stage(kb + 1);
-
-    Accum partial[kSubM][kSubN];
-    for (int i = 0; i < kSubM; ++i)
-      for (int j = 0; j < kSubN; ++j) partial[i][j] = Accum{};
-    for (int pair = 0; pair < kPairs; ++pair) {
-      u32x4 a_frag[kSubM], b_frag[kSubN];
-      for (int i = 0; i < kSubM; ++i)
-        a_frag[i] = lds_a[stage][lds_index(wave_m * kWaveM + i * Layout::kM + a_pos.row, pair * kChunkGroups + a_group)];
-      for (int j = 0; j < kSubN; ++j)
-        b_frag[j] = lds_b[stage][lds_index(wave_n * kWaveN + j * Layout::kN + b_pos.col, pair * kChunkGroups + b_group)];
-      for (int half = 0; half < kOperandsPerChunk; ++half)
-        for (int i = 0; i < kSubM; ++i)
-          for (int j = 0; j < kSubN; ++j)
-            partial[i][j] = Op::run(operand(a_frag[i], half), operand(b_frag[j], half), partial[i][j]);
-    }
-
-    // Promotion: the fp32 partial of this 128-K block, scaled once, into the accumulator.
-    for (int i = 0; i < kSubM; ++i)
-      for (int j = 0; j < kSubN; ++j)
-        for (int e = 0; e < Layout::kAccum; ++e) acc[i][j][e] += partial[i][j][e] * (a_scale[i][e] * b_scale);
-
-    if (has_next) store_stage(stage ^ 1, kb + 1);  // the other buffer was last read before the previous barrier
-    __syncthreads();
-  }
-
-  // Epilogue: each lane writes the outputs its accumulators hold (d_of), bounds-checked.
-  for (int i = 0; i < kSubM; ++i)
+      for (int e = 0; e < Layout::kAccum; ++e) a_scale[i][e] = a_scale[i][e] * b_scale;
+  };
+  // In pairs of elements: one v_pk_fma_f32 each (the same fused multiply-add per element).
+  auto promote = [&](int i) __attribute__((always_inline)) {
+    typedef float f32x2 __attribute__((ext_vector_type(2)));
+#pragma unroll
     for (int j = 0; j < kSubN; ++j)
+#pragma unroll
+      for (int e = 0; e < Layout::kAccum; e += 2) {
+        const f32x2 sum = f32x2{acc[i][j][e], acc[i][j][e + 1]} +
+                          f32x2{partial[i][j][e], partial[i][j][e + 1]} * f32x2{a_scale[i][e], a_scale[i][e + 1]};
+        acc[i][j][e] = sum.x;
+        acc[i][j][e + 1] = sum.y;
+      }
+  };
+
+  // One stage (LDS buffer `set`, K-stage s): every fragment of the stage is read (one ds_read_b128
+  // each) at its top and used by a warm-up MFMA, then the global loads of stage `next` go out, then
+  // the other MFMAs run in slices: slice (pair, i) issues those of A fragment i at step pair `pair` against every B
+  // fragment, with a share of the LDS store of stage `next` into the other buffer (last read before
+  // the previous barrier; shares go to the later slices, so the loads have the earlier MFMAs to
+  // arrive) and, in a block's last stage, the promotion of the accumulator row whose last MFMA the
+  // previous slice issued. sched_barrier keeps each slice's instructions together, so that VALU and
+  // LDS work issues between its MFMAs. kEdge: `next` lies in the split's last K block, which may
+  // reach past K.
+  constexpr int kSlices = kPairs * kSubM;
+  constexpr int kStoreSlices = 1;
+  // sched_group_barrier masks (LLVM AMDGPU: 0x2 VALU, 0x8 MFMA, 0x200 DS write) and how much VALU
+  // one MFMA hides (a 16x16x32 takes 4 issue slots, a 32x32x16 8).
+  constexpr int kSchedValu = 0x2, kSchedMfma = 0x8, kSchedLdsWrite = 0x200;
+  constexpr int kValuPerMfma = kTile.mfma == MfmaKind::k16x16x32 ? 3 : 7;
+  auto run_stage = [&](auto half_c, auto edge_c, int set, int64_t s, int64_t next, bool has_next)
+                       __attribute__((always_inline)) {
+    constexpr int kHalf = decltype(half_c)::value;  // stage within its K block
+    using Edge = std::integral_constant<bool, decltype(edge_c)::value>;
+    constexpr bool kFirst = kHalf == 0, kLast = kHalf == kStagesPerBlock - 1;
+    // A and B fragment 0 of pair 0 are read last, so that the first warm-up MFMA waits for the last
+    // read: one lgkmcnt(0) before the stage's MFMAs, none between them.
+    u32x4 b_frag[kSubN][kPairs], a_frag[kSlices];
+#pragma unroll
+    for (int pair = 0; pair < kPairs; ++pair)
+#pragma unroll
+      for (int j = 0; j < kSubN; ++j)
+        if (pair + j > 0) b_frag[j][pair] = lds_b[set][b_read[j][pair]];
+#pragma unroll
+    for (int slice = 1; slice < kSlices; ++slice) a_frag[slice] = lds_a[set][a_read[slice % kSubM][slice / kSubM]];
+    __builtin_amdgcn_sched_barrier(0);
+    b_frag[0][0] = lds_b[set][b_read[0][0]];
+    a_frag[0] = lds_a[set][a_read[0][0]];
+    __builtin_amdgcn_sched_barrier(0);
+    // The MFMA (pair, i, half, j) into partial[i][j]; a block's first one into each partial starts
+    // from zero. Warm-up: one MFMA per fragment (column 0 of every A fragment, row 0 of every B
+    // fragment) goes before the global loads, so every LDS wait of the stage precedes them and none
+    // queues behind them. This reorders the K steps inside a block's partial, which fp32 sums in
+    // any order; the block is still promoted once.
+    bool started[kSubM][kSubN] = {}, done[kPairs][kSubM][kOperandsPerRead][kSubN] = {};
+    auto mfma = [&](int pair, int i, int half, int j) __attribute__((always_inline)) {
+      partial[i][j] = Op::run(operand(a_frag[pair * kSubM + i], half), operand(b_frag[j][pair], half),
+                              kFirst && !started[i][j] ? Accum{} : partial[i][j]);
+      started[i][j] = true;
+      done[pair][i][half][j] = true;
+    };
+    mfma(0, 0, 0, 0);
+    __builtin_amdgcn_sched_barrier(0);  // the other warm-up MFMAs find their fragments arrived
+#pragma unroll
+    for (int pair = 0; pair < kPairs; ++pair) {
+#pragma unroll
+      for (int i = 0; i < kSubM; ++i)
+        if (!done[pair][i][0][0]) mfma(pair, i, 0, 0);
+#pragma unroll
+      for (int j = 1; j < kSubN; ++j) mfma(pair, 0, 0, j);
+    }
+    // A block of several stages has its scales by its last stage: combined there, before the loads,
+    // so that the promotion waits for no load.
+    if (kLast && !kFirst) apply_b_scale();
+    __builtin_amdgcn_sched_barrier(0);
+    if (kFirst) load_scales(s / kStagesPerBlock);
+    if (has_next) load_stage(Edge{}, next);
+    __builtin_amdgcn_sched_barrier(0);
+#pragma unroll
+    for (int slice = 0; slice < kSlices; ++slice) {
+      const int pair = slice / kSubM, i = slice % kSubM;
+#pragma unroll
+      for (int half = 0; half < kOperandsPerRead; ++half)
+#pragma unroll
+        for (int j = 0; j < kSubN; ++j)
+          if (!done[pair][i][half][j]) mfma(pair, i, half, j);
+      const int store_slice = slice - (kSlices - kStoreSlices);
+      if (has_next && store_slice >= 0) {
+#pragma unroll
+        for (int piece = store_slice * kStorePieces / kStoreSlices; piece < (store_slice + 1) * kStorePieces / kStoreSlices; ++piece)
+          store_piece(Edge{}, set ^ 1, next, piece);
+        // Between each MFMA of the slice: an LDS store and the VALU work that prepares the next ones.
+#pragma unroll
+        for (int m = 0; m < kOperandsPerRead * kSubN; ++m) {
+          __builtin_amdgcn_sched_group_barrier(kSchedMfma, 1, 0);
+          __builtin_amdgcn_sched_group_barrier(kSchedLdsWrite, 1, 0);
+          __builtin_amdgcn_sched_group_barrier(kSchedValu, kValuPerMfma, 0);
+        }
+      }
+      if (kLast && pair == kPairs - 1 && i > 0) {
+        if (kFirst && i == 1) apply_b_scale();
+        promote(i - 1);
+      }
+      __builtin_amdgcn_sched_barrier(0);
+    }
+    if (kLast) {
+      if (kFirst && kSubM == 1) apply_b_scale();
+      promote(kSubM - 1);
+    }
+    __syncthreads();
+  };
+
+  // The split's last K block (the only one that may reach past K) goes first, outside the main loop:
+  // its stages load with clamped columns and store with K masked. Then the main loop runs the other
+  // blocks in order with no runtime branch: its last stage loads and stores a harmless copy of
+  // itself into the unused buffer instead of testing for a next stage. (Blocks are summed last block
+  // first; each is still promoted once.)
+  using Half0 = std::integral_constant<int, 0>;
+  using HalfLast = std::integral_constant<int, kStagesPerBlock - 1>;
+  const int64_t s_last = (kb_end - 1) * kStagesPerBlock;        // first stage of the last block
+  const int64_t s_regular = kb_begin * kStagesPerBlock;         // first stage of the main loop
+  const bool has_regular = kb_begin < kb_end - 1;
+  if (kb_begin < kb_end) {
+    load_stage(std::true_type{}, s_last);
+#pragma unroll
+    for (int piece = 0; piece < kStorePieces; ++piece) store_piece(std::true_type{}, 0, s_last, piece);
+    __syncthreads();
+    if constexpr (kStagesPerBlock == 2) {
+      run_stage(Half0{}, std::true_type{}, 0, s_last, s_last + 1, true);
+      run_stage(HalfLast{}, std::false_type{}, 1, s_last + 1, s_regular, has_regular);
+    } else {
+      run_stage(Half0{}, std::false_type{}, 0, s_last, s_regular, has_regular);
+    }
+  }
+  // Main loop: one K block an iteration. Stage v of the split (the last block's stages first) lives
+  // in LDS buffer v % 2.
+  const int64_t s_final = s_last - 1;  // the main loop's last stage
+  for (int64_t kb = kb_begin; kb < kb_end - 1; ++kb) {
+    const int64_t s = kb * kStagesPerBlock;
+    if constexpr (kStagesPerBlock == 2) {
+      run_stage(Half0{}, std::false_type{}, 0, s, s + 1, true);
+      run_stage(HalfLast{}, std::false_type{}, 1, s + 1, s + 2 < s_final ? s + 2 : s_final, true);
+    } else {
+      const int set = static_cast<int>((kb - kb_begin + 1) % kStages);
+      run_stage(Half0{}, std::false_type{}, set, s, s + 1 < s_final ? s + 1 : s_final, true);
+    }
+  }
+
+  // Epilogue: each lane writes the outputs its accumulators hold (d_of), bounds-checked (tile-local
+  // coordinates against the rows and columns left in the tensor).
+  const int64_t rows_left = m_end - m0, cols_left = p.n - n0, rows_skipped = m_begin - m0;
+  void* out_tile = p.out;
+  const int64_t out_tile_index = blockIdx.z * p.split_stride + m0 * p.out_stride_m + n0;
+#pragma unroll
+  for (int i = 0; i < kSubM; ++i)
+#pragma unroll
+    for (int j = 0; j < kSubN; ++j)
+#pragma unroll
       for (int e = 0; e < Layout::kAccum; ++e) {
         const cdna3::MatPos d = Layout::d_of(lane, e);
-        const int64_t row = m0 + wave_m * kWaveM + i * Layout::kM + d.row;
-        const int64_t col = n0 + wave_n * kWaveN + j * Layout::kN + d.col;
-        if (row < m_end && col < p.n && (!kGrouped || row >= m_begin))
-          store_output(p.out, blockIdx.z * p.split_stride + row * p.out_stride_m + col, acc[i][j][e], p.out_format);
+        const int row = wave_m * kWaveM + i * Layout::kM + d.row, col = wave_n * kWaveN + j * Layout::kN + d.col;
+        if (row < rows_left && col < cols_left && (!kGrouped || row >= rows_skipped))
+          store_output(out_tile, out_tile_index + row * p.out_stride_m + col, acc[i][j][e], p.out_format);
       }
 }
 

@@ -190,8 +190,8 @@ def test_ue8m0_scales_bitwise_equal_fp32(lib, mode, a_ue8m0):
 
 
 def test_staged_layouts(lib):
-    """M-major A read in place by the grouped kernel; B with unaligned strides staged per group; A
-    scales column-major (4-row loads)."""
+    """M-major A staged K-major (grouped instances read K-major operands); B with unaligned strides
+    staged per group; A scales column-major (4-row loads)."""
     g = torch.Generator().manual_seed(180)
     counts = [5, 64, 0, 27]
     m, n, k, groups = sum(counts) + 4, 96, 200, len(counts)

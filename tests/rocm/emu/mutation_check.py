@@ -22,28 +22,38 @@ from emu_build import REPO_ROOT
 # name -> (file under gemm/, original text, replacement, the bug it models); a tuple of texts and one of
 # replacements apply several edits to the file.
 MUTATIONS = {
-    "no_k_edge_mask": ("rocm_gemm_kernel.h", "} else if (k0 + kBlockK > k) {", "} else if (false) {",
-                       "K-major: bytes past K in the last K block are not zeroed"),
-    "mn_k_edge_as_k_major": ("rocm_gemm_kernel.h", "if (k0 + kBlockK > k && op.m_major) {", "if (false) {",
-                             "M/N-major: the K edge is masked as if the operand were K-major"),
+    "no_k_edge_mask": ("rocm_gemm_kernel.h",
+                       "if constexpr (kEdge) chunk = keep_bytes(chunk, k - (k0 + Access::k_major_chunk(tid, piece).k));",
+                       "", "K-major: bytes past K in the last K block are not zeroed"),
+    "no_mn_k_edge_mask": ("rocm_gemm_kernel.h",
+                          "if constexpr (kEdge) word = k0 + Access::mn_major_block(tid).k + i < k ? word : 0u;", "",
+                          "M/N-major: K columns past K in the last K block are not zeroed"),
     "drop_b_scale": ("rocm_gemm_kernel.h", "(a_scale[i][e] * b_scale)", "(a_scale[i][e])",
                      "the B block scale is not applied"),
-    "first_a_scale_only": ("rocm_gemm_kernel.h", "p.a_scale + kb * p.a_scale_stride_k", "p.a_scale + kb_begin * p.a_scale_stride_k",
+    "first_a_scale_only": ("rocm_gemm_kernel.h", "p.a_scale + kb * p.a_scale_stride_k + m0",
+                           "p.a_scale + kb_begin * p.a_scale_stride_k + m0",
                            "every K block of a split uses its first block's A scale"),
-    "epilogue_row_bound": ("rocm_gemm_kernel.h", "if (row < p.m && col < p.n)", "if (row <= p.m && col < p.n)",
-                           "one row too many is stored"),
+    "epilogue_row_bound": ("rocm_gemm_kernel.h", "if (row < rows_left && col < cols_left",
+                           "if (row <= rows_left && col < cols_left", "one row too many is stored"),
     "reduce_drops_split": ("rocm_reduce_kernel.h", "for (int s = 0; s < p.splits; ++s)",
                            "for (int s = 0; s + 1 < p.splits; ++s)", "the split-K reduce skips the last split"),
     "fold_keeps_negative_zero": ("rocm_gemm_kernel.h", "x &= ~((negative_zero >> 7) * kByte);", "",
                                  "e4m3fn -0 is left as 0x80 (NaN in fnuz)"),
     "fn_scale_not_doubled": ("gemm_launcher.hip", "constexpr float kFnScaleFactor = 2.0f;",
                              "constexpr float kFnScaleFactor = 1.0f;", "e4m3fn bytes read at half value"),
-    "no_loop_barrier": ("rocm_gemm_kernel.h", "previous barrier\n    __syncthreads();", "previous barrier\n",
-                        "the main loop's __syncthreads is missing (TSan reports the race)"),
-    "vector_scale_lane": ("rocm_gemm_kernel.h", "a_scale_next[i][e + r] = v[r];", "a_scale_next[i][e + r] = v[0];",
-                          "column-major As: every row of a 4-row load gets the first row's scale"),
-    "vector_scale_unclamped": ("rocm_gemm_kernel.h", "(p.m - 1) / kScalesPerLoad * kScalesPerLoad", "(p.m - 1)",
-                               "column-major As: the clamped 16-byte load is misaligned and runs past the tensor"),
+    "no_loop_barrier": ("rocm_gemm_kernel.h", "if (kLast) promote(kSubM - 1);\n    __syncthreads();",
+                        "if (kLast) promote(kSubM - 1);\n",
+                        "the stage's __syncthreads is missing (TSan reports the race)"),
+    "vector_scale_lane": ("rocm_gemm_kernel.h", "a_scale[i][e + r] = v[r];", "a_scale[i][e + r] = v[0];",
+                          "every row of a 4-row A-scale load gets the first row's scale"),
+    "vector_scale_unclamped": ("rocm_gemm_kernel.h", "(m_end - 1) / kScalesPerLoad * kScalesPerLoad - m0",
+                               "(m_end - 1) - m0",
+                               "the clamped 16-byte A-scale load is misaligned and runs past the tensor"),
+    "transpose_halves_swapped": ("rocm_gemm_kernel.h", "out[1] = __builtin_amdgcn_perm(lo23, lo01, kHighHalves);",
+                                 "out[1] = __builtin_amdgcn_perm(lo01, lo23, kHighHalves);",
+                                 "M/N-major: the register transpose puts two K columns of row 1 in the wrong order"),
+    "no_swizzle": ("rocm_lds_layout.h", "return low ^ spread;", "return 0 * (low ^ spread);",
+                   "the LDS swizzle is removed (correct results, bank conflicts: test_lds_banks)"),
     "inverse_a_rows_32": ("cdna3_mfma_layout.h", "return {l % 32, 8 * (l / 32) + s}; }  // (i, k)",
                           "return {(l + 1) % 32, 8 * (l / 32) + s}; }  // (i, k)",
                           "kernel side: the 32x32x16 A inverse map feeds each lane the next row"),
@@ -60,10 +70,11 @@ MUTATIONS = {
                 "(control: a harmless edit, must NOT be caught)"),
 }
 HARMLESS = {"control"}
-# The header against AMD's calculator data, the kernels_ci emulation subset, then ThreadSanitizer (which
-# makes a missing barrier deterministic).
+# The header against AMD's calculator data, the LDS banks of every access, the kernels_ci emulation
+# subset, then ThreadSanitizer (which makes a missing barrier deterministic).
 TEST_RUNS = [
     ["tests/rocm/test_mfma_layout.py", "-x", "-q", "-p", "no:cacheprovider"],
+    ["tests/rocm/test_lds_banks.py", "-x", "-q", "-p", "no:cacheprovider"],
     ["tests/rocm/test_emulation.py", "-m", "kernels_ci", "-x", "-q", "-p", "no:cacheprovider"],
     ["tests/rocm/test_races.py", "-x", "-q", "-p", "no:cacheprovider"],
 ]

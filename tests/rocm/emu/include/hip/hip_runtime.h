@@ -465,6 +465,25 @@ inline Float4 mfma_16x16x32(long a, long b, Float4 c, int cbsz, int abid, int bl
   return mfma_fp8<GoldenMfma16x16x32>(a, b, c, cbsz, abid, blgp);
 }
 
+// v_perm_b32: result byte i is byte sel_i of the 8 bytes {hi:lo} (0-3 from lo, 4-7 from hi); selector
+// values 12 and >= 13 give 0x00 and 0xFF, 8-11 the sign of bytes 1, 3, 5, 7 (ISA guide, V_PERM_B32).
+inline uint32_t perm(uint32_t hi, uint32_t lo, uint32_t sel) {
+  const uint64_t bytes = (static_cast<uint64_t>(hi) << 32) | lo;
+  uint32_t out = 0;
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t s = (sel >> (8 * i)) & 0xFFu;
+    uint32_t byte;
+    if (s < 8)
+      byte = static_cast<uint32_t>(bytes >> (8 * s)) & 0xFFu;
+    else if (s < 12)
+      byte = (bytes >> (8 * (2 * (s - 8) + 1) + 7)) & 1u ? 0xFFu : 0x00u;
+    else
+      byte = s == 12 ? 0x00u : 0xFFu;
+    out |= byte << (8 * i);
+  }
+  return out;
+}
+
 // clang-19 declares it int(int); all lanes are active unless exited, so "first" = lowest live lane.
 inline int readfirstlane(int v) {
   Wave& wave = *tl_wave;
@@ -538,6 +557,8 @@ inline void __syncthreads() { hip_emu::tl_block->sync.arrive_and_wait(); }
 #define __builtin_amdgcn_mfma_f32_16x16x32_fp8_fp8 ::hip_emu::mfma_16x16x32
 #define __builtin_amdgcn_readfirstlane ::hip_emu::readfirstlane
 #define __builtin_amdgcn_sched_barrier(mask) ((void)(mask))
+#define __builtin_amdgcn_sched_group_barrier(mask, size, sync_id) ((void)(mask), (void)(size), (void)(sync_id))
+#define __builtin_amdgcn_perm ::hip_emu::perm
 #define __builtin_amdgcn_s_setprio(priority) ((void)(priority))
 #define __builtin_amdgcn_s_waitcnt(counts) ((void)(counts))
 #define __builtin_amdgcn_make_buffer_rsrc ::hip_emu::make_buffer_rsrc
