@@ -608,17 +608,22 @@ def report(ours: dict[int, Instance], rf: dict[int, Instance] | None, rows: list
     if stale:
         out += [f"**`gemm/rocm_loop_costs.h` does not match this assembly: run `{WRITE_COMMAND}`.** The plans",
                 "below are what the planner would choose with the regenerated header.", ""]
+    branching = any(inst.slow.lines != inst.fast.lines for inst in ours.values())
     out += ["## Main loops, per iteration (K steps = steps of 128 per iteration: the compiler may unroll)",
             "fast = the cheapest path through the loop body that still fetches the next stage (steady state), slow =",
-            "the dearest (runtime branches pick one per call); blocks = basic blocks the loop spans; llvm-mca clocks =",
-            "one wave alone (units x 4); MFMA share = MFMA cycles / those clocks.", "",
+            "the dearest (runtime branches pick one per call; a straight-line loop has one path, one row); blocks =",
+            "basic blocks the loop spans; llvm-mca clocks = one wave alone (units x 4); MFMA share = MFMA cycles /",
+            "those clocks.", "",
             "| kernel (path) | K steps | instructions | MFMA | MFMA cycles | VALU | SALU | SMEM | LDS | global | s_waitcnt "
             "| s_barrier | s_nop | branches | llvm-mca clocks | MFMA share, one wave | VGPR / AGPR / LDS | waves/SIMD |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for inst in ours.values():
         label = f"{inst.block_m}x{inst.block_n}"
-        out.append(loop_rows(f"ours {label} (fast, {inst.loop_blocks} blocks)", inst, inst.fast, inst.mca_fast))
-        out.append(loop_rows(f"ours {label} (slow)", inst, inst.slow, inst.mca_slow))
+        if inst.slow.lines == inst.fast.lines:
+            out.append(loop_rows(f"ours {label} (fast = slow, {inst.loop_blocks} blocks)", inst, inst.fast, inst.mca_fast))
+        else:
+            out.append(loop_rows(f"ours {label} (fast, {inst.loop_blocks} blocks)", inst, inst.fast, inst.mca_fast))
+            out.append(loop_rows(f"ours {label} (slow)", inst, inst.slow, inst.mca_slow))
     for case, inst in (rf or {}).items():
         if case in (0, len(rf) - 1):  # the first and the last instance; the table's K steps column covers unrolling
             out.append(loop_rows(f"RadeonFlow case {case} ({inst.block_m}x{inst.block_n})", inst, inst.fast, inst.mca_fast))
@@ -662,8 +667,8 @@ def report(ours: dict[int, Instance], rf: dict[int, Instance] | None, rows: list
             "- Caches: HBM is a floor over unique bytes only; L2/Infinity Cache re-reads and the XCD placement of",
             "  blocks (rocm_tile_scheduler.h gives each XCD consecutive tiles) are folded into the fitted latency,",
             "  which was fitted on one kernel's access pattern.",
-            "- The loop path our kernel takes on the challenge layout lies between the fast and the slow path;",
-            "  which one the runtime branches select is not derived from the assembly.",
+            *(["- The loop path our kernel takes on the challenge layout lies between the fast and the slow path;",
+               "  which one the runtime branches select is not derived from the assembly."] if branching else []),
             "- Stream-K: a partial last round of blocks is charged as a whole round; split-K is the only remedy the",
             "  planner weighs.",
             "- Upstream clang-19, not ROCm's amdclang: RadeonFlow's measured code may differ from what is analysed."]
