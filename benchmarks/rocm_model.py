@@ -18,9 +18,10 @@ one-stage prefetch, barrier skew) and the per-launch gap, are fitted here on Rad
 MI300X times (the peers folder: sources, compile script, MEASURED.md). Only when that fit is within
 CALIBRATION_BOUND of every measured shape are our kernel's predictions printed as calibrated.
 
---write-costs writes the per-instance figures and the fitted constants into gemm/rocm_loop_costs.h,
-which the planner reads; tests/rocm/test_rocm_model.py fails when that header no longer matches the
-assembly.
+--write-costs writes the figures of every dense instance (per tile, storage order, B scale format and
+fold: each main loop differs) and the fitted constants into gemm/rocm_loop_costs.h, which the planner
+reads for the instance a call runs; tests/rocm/test_rocm_model.py fails when that header no longer
+matches the assembly.
 
 Usage: python3 benchmarks/rocm_model.py [--out benchmarks/results/rocm_model.md] [--write-costs]
 """
@@ -40,7 +41,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # the repository root: benchmarks.shapes
-from benchmarks.shapes import CHALLENGE, LAYOUT_CHALLENGE  # noqa: E402
+from benchmarks.shapes import CHALLENGE, LAYOUT_CHALLENGE, LAYOUT_KMAJOR  # noqa: E402
 sys.path.insert(0, str(REPO / "tests" / "rocm" / "golden"))
 import golden_lanes  # noqa: E402  (AMD's calculator data: MFMA cycles)
 
@@ -84,8 +85,9 @@ int main() {
 #   estimate <InstanceCost: block_m block_n waves_per_simd blocks_per_cu> <LoopCost: k_steps mca_clocks
 #            mfma_cycles other_instructions> <ModelConstants: latency_clocks launch_seconds>
 #            <Staging: bytes launches> m n k split   -> estimate_seconds on an MI300X
-#   plan m n k  -> select_config's tile and split on an MI300X, its estimate on the fast and slow path, and
-#                  how many workgroups of that tile are resident at once
+#   plan m n k major b_scale fold  -> select_config's tile and split on an MI300X for that instance variant
+#                  (OperandMajor, ScaleFormat, 0/1), its estimate on the fast and slow path, and how many
+#                  workgroups of that tile are resident at once
 ESTIMATE_PROGRAM = r"""
 #include <cstdio>
 #include <cstring>
@@ -106,9 +108,11 @@ int main() {
                      &staging.bytes, &staging.launches, &m, &n, &k, &split) != 16)
         return 1;
       std::printf("%.9e\n", estimate_seconds(inst, inst.fast, m, n, k, split, kMi300xCuCount, c, staging));
-    } else if (std::strcmp(command, "plan") == 0 && std::scanf("%lld %lld %lld", &m, &n, &k) == 3) {
-      const RocmConfig config = select_config(m, n, k, kMi300xCuCount);
-      const InstanceCost& inst = kLoopCosts[config.tile];
+    } else if (int major, b_scale, fold;
+               std::strcmp(command, "plan") == 0 && std::scanf("%lld %lld %lld %d %d %d", &m, &n, &k, &major, &b_scale, &fold) == 6) {
+      const InstanceVariant variant{static_cast<OperandMajor>(major), static_cast<gemm::ScaleFormat>(b_scale), fold != 0};
+      const RocmConfig config = select_config(m, n, k, variant, kMi300xCuCount);
+      const InstanceCost& inst = loop_costs(variant, config.tile);
       std::printf("%d %d %.9e %.9e %d\n", config.tile, config.split_k,
                   estimate_seconds(inst, inst.fast, m, n, k, config.split_k, kMi300xCuCount, kModelConstants),
                   estimate_seconds(inst, inst.slow, m, n, k, config.split_k, kMi300xCuCount, kModelConstants),
@@ -326,15 +330,23 @@ def kernel_instances(names: Iterable[str], base: str) -> dict[tuple[str, ...], s
 
 # ==== shape + layout -> kernel instance: the ONE place to adjust when the kernel's template changes ====
 OUR_KERNEL = "gemm::rocm::gemm_fp8_kernel"
-PLANNING_LAYOUT = LAYOUT_CHALLENGE  # the layout whose instances rocm_loop_costs.h describes
+# rocm_planner.h's InstanceVariant as (OperandMajor, B ScaleFormat, fold): every dense instance but its tile,
+# in kLoopCosts' index order [storage order][B scale format][fold].
+VARIANTS = list(itertools.product((0, 1), (0, 1), (False, True)))
 
 
-def instance_for(tile: int, layout: str, instances: dict[tuple[str, ...], str]) -> str:
-    """The mangled name of the dense instance a call with this tile and operand layout runs:
-    gemm_fp8_kernel<tile, B scale format, grouped, storage order, fn fold> with fp32 B scales, dense, the
-    layout's storage order (1: M/N-major, the challenge's) and e4m3fnuz operands (no fold)."""
-    major = "(gemm::rocm::OperandMajor)1" if layout == LAYOUT_CHALLENGE else "(gemm::rocm::OperandMajor)0"
-    return instances[(str(tile), "(gemm::ScaleFormat)0", "false", major, "false")]
+def variant_for(layout: str) -> tuple[int, int, bool]:
+    """The variant a suite's layout runs (benchmarks/shapes.py): the challenge's M/N-major operands or K-major
+    ones, e4m3fnuz (no fold) with fp32 scales."""
+    return (1 if layout == LAYOUT_CHALLENGE else 0), 0, False
+
+
+def instance_for(tile: int, variant: tuple[int, int, bool], instances: dict[tuple[str, ...], str]) -> str:
+    """The mangled name of the dense instance a call with this tile and variant runs:
+    gemm_fp8_kernel<tile, B scale format, grouped = false, storage order, fold>."""
+    major, b_scale, fold = variant
+    return instances[(str(tile), f"(gemm::ScaleFormat){b_scale}", "false", f"(gemm::rocm::OperandMajor){major}",
+                      str(fold).lower())]
 # =========================================================================================================
 
 
@@ -410,22 +422,41 @@ COSTS_PLACEHOLDER = Constants(0, 0.0)  # in headers whose programs never plan (e
 RF_KERNEL = "gemm_kernel::gemm_kernel"
 
 
-def costs_header(ours: dict[int, Instance], c: Constants) -> str:
-    """gemm/rocm_loop_costs.h: the figures the planner's estimate needs, per tile, and the fitted constants."""
+def nested_rows(tile_rows: dict[tuple[int, int, bool], list[str]]) -> list[str]:
+    """The initializer of kLoopCosts[major][b_scale][fold][tile] from each variant's tile rows."""
     rows = []
-    for tile, inst in sorted(ours.items()):
-        loops = ", ".join("{%d, %.2f, %d, %d}" % inst.loop_cost(slow) for slow in (False, True))
-        rows.append(f"    // {inst.name[:inst.name.index('>(') + 1].removeprefix('void ')}: {inst.res['vgpr']} VGPR, "
-                    f"{inst.res['agpr']} AGPR, {inst.res['lds']} B LDS")
-        rows.append(f"    {{{inst.block_m}, {inst.block_n}, {inst.waves_per_simd}, {inst.blocks_per_cu}, {loops}}},")
-    return header_text(rows, c)
+    for major in (0, 1):
+        rows.append(f"    {{  // OperandMajor {major}")
+        for b_scale in (0, 1):
+            rows.append(f"     {{  // ScaleFormat {b_scale}")
+            for fold in (False, True):
+                rows.append(f"      {{  // fold {str(fold).lower()}")
+                rows += [f"       {line}" for line in tile_rows[(major, b_scale, fold)]]
+                rows.append("      },")
+            rows.append("     },")
+        rows.append("    },")
+    return rows
+
+
+def costs_header(instances: dict[tuple[int, int, bool], dict[int, Instance]], c: Constants) -> str:
+    """gemm/rocm_loop_costs.h: the figures the planner's estimate needs, per dense instance, and the fitted
+    constants."""
+    tile_rows = {}
+    for variant, ours in instances.items():
+        tile_rows[variant] = []
+        for tile, inst in sorted(ours.items()):
+            loops = ", ".join("{%d, %.2f, %d, %d}" % inst.loop_cost(slow) for slow in (False, True))
+            tile_rows[variant].append(f"// {inst.name[:inst.name.index('>(') + 1].removeprefix('void ')}: "
+                                      f"{inst.res['vgpr']} VGPR, {inst.res['agpr']} AGPR, {inst.res['lds']} B LDS")
+            tile_rows[variant].append(f"{{{inst.block_m}, {inst.block_n}, {inst.waves_per_simd}, {inst.blocks_per_cu}, {loops}}},")
+    return header_text(nested_rows(tile_rows), c)
 
 
 def placeholder_header(tiles: dict[int, tuple[int, int, int]]) -> str:
     """A header the planner compiles with (right tiles, unit costs): the kernels' assembly does not depend on
     it, so compiling them never needs the real one, which may be stale or absent."""
-    return header_text([f"    {{{bm}, {bn}, 1, 1, {{1, 1, 1, 1}}, {{1, 1, 1, 1}}}}," for _, (bm, bn, _) in sorted(tiles.items())],
-                       COSTS_PLACEHOLDER)
+    unit = [f"{{{bm}, {bn}, 1, 1, {{1, 1, 1, 1}}, {{1, 1, 1, 1}}}}," for _, (bm, bn, _) in sorted(tiles.items())]
+    return header_text(nested_rows({v: unit for v in VARIANTS}), COSTS_PLACEHOLDER)
 
 
 def header_text(rows: list[str], c: Constants) -> str:
@@ -434,6 +465,8 @@ def header_text(rows: list[str], c: Constants) -> str:
 // llvm-mca-19, and the two constants fitted on RadeonFlow's measured times. rocm_planner.h's
 // estimate_seconds reads them; tests/rocm/test_rocm_model.py fails when they no longer match the assembly.
 #pragma once
+
+#include "rocm_tile_configs.h"
 
 namespace gemm::rocm {{
 
@@ -460,9 +493,10 @@ struct ModelConstants {{
 
 inline constexpr ModelConstants kModelConstants{{{c.latency_clocks}, {c.launch_s:.6g}}};
 
-// Indexed by tile (kTiles); each row is the instance benchmarks/rocm_model.py's instance_for() names
-// for the {PLANNING_LAYOUT} layout.
-inline constexpr InstanceCost kLoopCosts[] = {{
+// One row per dense instance, [storage order][B scale format][fold][tile] (kTiles' order): each is its
+// own main loop, and they differ (a K-major loop issues fewer instructions than an M/N-major one; the
+// e4m3fn fold and UE8M0 B scales add VALU work). benchmarks/rocm_model.py's instance_for() names them.
+inline constexpr InstanceCost kLoopCosts[kNumOperandMajors][kNumScaleFormats][kNumFolds][kNumTiles] = {{
 {chr(10).join(rows)}
 }};
 
@@ -594,12 +628,26 @@ class Predictions:
     """What the planner's estimate gives, through ESTIMATE_PROGRAM."""
     rf_measured_us: dict[int, float]     # RadeonFlow case -> predicted µs (measured cases)
     rf_challenge_us: list[float]         # per CHALLENGE shape
-    plans: list[tuple[int, int, float, float, int]]  # per CHALLENGE shape: tile, split, fast µs, slow µs, slots
+    plans: list[tuple[int, int, float, float, int]]  # per CHALLENGE shape, challenge layout: tile, split, fast µs, slow µs, slots
+    plans_kmajor: list[tuple[int, int, float, float, int]]  # the same, K-major operands
 
 
-def report(ours: dict[int, Instance], rf: dict[int, Instance] | None, rows: list[dict], cases: list[dict],
-           published_us: float | None, c: Constants | None, err: float | None, pred: Predictions | None,
-           stale: bool, note: str) -> tuple[str, dict]:
+MAJOR_NAMES = {0: "K-major", 1: "M/N-major"}
+
+
+def plan_command(shape: tuple[int, int, int], variant: tuple[int, int, bool]) -> str:
+    major, b_scale, fold = variant
+    return f"plan {' '.join(map(str, shape))} {major} {b_scale} {int(fold)}"
+
+
+def parse_plan(fields: list[str]) -> tuple[int, int, float, float, int]:
+    return int(fields[0]), int(fields[1]), float(fields[2]) * 1e6, float(fields[3]) * 1e6, int(fields[4])
+
+
+def report(by_variant: dict[tuple[int, int, bool], dict[int, Instance]], rf: dict[int, Instance] | None,
+           rows: list[dict], cases: list[dict], published_us: float | None, c: Constants | None, err: float | None,
+           pred: Predictions | None, stale: bool, note: str) -> tuple[str, dict]:
+    ours, kmajor = by_variant[variant_for(LAYOUT_CHALLENGE)], by_variant[variant_for(LAYOUT_KMAJOR)]
     out = ["# ROCm gfx942 kernel: MI300X time model from the compiled assembly", "",
            "Generated by `python3 benchmarks/rocm_model.py`. **Nothing here was measured on AMD hardware**: the",
            "main loop of each kernel instance is read from its clang-19 gfx942 assembly; the times are",
@@ -608,7 +656,7 @@ def report(ours: dict[int, Instance], rf: dict[int, Instance] | None, rows: list
     if stale:
         out += [f"**`gemm/rocm_loop_costs.h` does not match this assembly: run `{WRITE_COMMAND}`.** The plans",
                 "below are what the planner would choose with the regenerated header.", ""]
-    branching = any(inst.slow.lines != inst.fast.lines for inst in ours.values())
+    branching = any(inst.slow.lines != inst.fast.lines for v in by_variant.values() for inst in v.values())
     out += ["## Main loops, per iteration (K steps = steps of 128 per iteration: the compiler may unroll)",
             "fast = the cheapest path through the loop body that still fetches the next stage (steady state), slow =",
             "the dearest (runtime branches pick one per call; a straight-line loop has one path, one row); blocks =",
@@ -617,8 +665,8 @@ def report(ours: dict[int, Instance], rf: dict[int, Instance] | None, rows: list
             "| kernel (path) | K steps | instructions | MFMA | MFMA cycles | VALU | SALU | SMEM | LDS | global | s_waitcnt "
             "| s_barrier | s_nop | branches | llvm-mca clocks | MFMA share, one wave | VGPR / AGPR / LDS | waves/SIMD |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for inst in ours.values():
-        label = f"{inst.block_m}x{inst.block_n}"
+    for major, inst in [*((1, i) for i in ours.values()), *((0, i) for i in kmajor.values())]:
+        label = f"{inst.block_m}x{inst.block_n} {MAJOR_NAMES[major]}"
         if inst.slow.lines == inst.fast.lines:
             out.append(loop_rows(f"ours {label} (fast = slow, {inst.loop_blocks} blocks)", inst, inst.fast, inst.mca_fast))
         else:
@@ -627,6 +675,18 @@ def report(ours: dict[int, Instance], rf: dict[int, Instance] | None, rows: list
     for case, inst in (rf or {}).items():
         if case in (0, len(rf) - 1):  # the first and the last instance; the table's K steps column covers unrolling
             out.append(loop_rows(f"RadeonFlow case {case} ({inst.block_m}x{inst.block_n})", inst, inst.fast, inst.mca_fast))
+    out += ["", "## Every dense instance the planner costs (gemm/rocm_loop_costs.h)",
+            "llvm-mca clocks of one wave per K step (other instructions than MFMAs), fast path; the planner plans a",
+            "call with the row of the instance it runs.", "",
+            "| tile | storage order | fp32 B scales | fp32, e4m3fn fold | UE8M0 B scales | UE8M0, e4m3fn fold |",
+            "|---|---|---|---|---|---|"]
+    for major in (1, 0):
+        for tile in sorted(ours):
+            cells = []
+            for b_scale, fold in itertools.product((0, 1), (False, True)):
+                inst = by_variant[(major, b_scale, fold)][tile]
+                cells.append(f"{inst.mca_fast / inst.k_steps_per_iteration:.0f} ({inst.loop_cost(False)[3]})")
+            out.append(f"| {ours[tile].block_m}x{ours[tile].block_n} | {MAJOR_NAMES[major]} | {' | '.join(cells)} |")
     summary: dict = {"calibrated": False}
     if c is None or pred is None:
         out += ["", f"## Calibration\n{note}", ""]
@@ -641,28 +701,37 @@ def report(ours: dict[int, Instance], rf: dict[int, Instance] | None, rows: list
         p = pred.rf_measured_us[r["case"]]
         errors[r["case"]] = p / r["us"] - 1
         out.append(f"| {r['case']} | {r['m']} | {r['n']} | {r['k']} | {r['split']} | {r['us']:.2f} | {p:.1f} | {p / r['us'] - 1:+.1%} |")
+    slow_col = " (fast path) | ours predicted µs (slow path)" if branching else ""
     out += ["", "## The 18 challenge shapes, both kernels under the same model",
             "RadeonFlow: its 256x128 kernel with its own split-K (MEASURED.md; unmeasured cases use the split its",
             "launcher dispatches), transposes included as in its timed run(). Ours: the tile and split",
-            "`select_config` picks (least estimate on the fast path over every tile and split 1..16), M/N-major",
-            "operands read in place; blocks / slots = workgroups of the grid / workgroups resident at once.", "",
-            "| M | N | K | RadeonFlow measured µs | RadeonFlow predicted µs | ours tile, split | blocks / slots "
-            "| ours predicted µs (fast path) | ours predicted µs (slow path) |", "|---|---|---|---|---|---|---|---|---|"]
+            "`select_config` picks (least estimate over every tile and split 1..16, costed by the instance the",
+            "call runs), the challenge's M/N-major operands read in place; blocks / slots = workgroups of the grid",
+            "/ workgroups resident at once. Ours K-major: the same shapes with K-major operands (DeepSeek's",
+            "layout), planned with the K-major instances.", "",
+            f"| M | N | K | RadeonFlow measured µs | RadeonFlow predicted µs | ours tile, split | blocks / slots "
+            f"| ours predicted µs{slow_col} | ours K-major tile, split | ours K-major predicted µs |",
+            "|---|---|---|---|---|---|---|---|" + ("---|" if branching else "") + "---|---|"]
     meas = {(r["m"], r["n"], r["k"]): r["us"] for r in rows}
-    for (m, n, k), p_rf, (tile, split, fast, slow, slots) in zip(CHALLENGE, pred.rf_challenge_us, pred.plans):
+    for (m, n, k), p_rf, (tile, split, fast, slow, slots), (k_tile, k_split, k_us, _, _) in zip(
+            CHALLENGE, pred.rf_challenge_us, pred.plans, pred.plans_kmajor):
         inst = ours[tile]
         k_blocks = -(-k // SCALE_BLOCK)
         splits = -(-k_blocks // -(-k_blocks // split))
         blocks = -(-m // inst.block_m) * -(-n // inst.block_n) * splits
         got = f"{meas[(m, n, k)]:.2f}" if (m, n, k) in meas else "—"
+        slow_cell = f" | {slow:.1f}" if branching else ""
         out.append(f"| {m} | {n} | {k} | {got} | {p_rf:.1f} | {inst.block_m}x{inst.block_n}, {split} "
-                   f"| {blocks} / {slots} | {fast:.1f} | {slow:.1f} |")
+                   f"| {blocks} / {slots} | {fast:.1f}{slow_cell} | {kmajor[k_tile].block_m}x{kmajor[k_tile].block_n}, "
+                   f"{k_split} | {k_us:.1f} |")
     summary = {"calibrated": err <= CALIBRATION_BOUND, "worst_error": err, "errors": errors,
                "rf_geomean": geomean(pred.rf_challenge_us), "rf_published_geomean": published_us,
                "ours_fast_geomean": geomean(p[2] for p in pred.plans),
-               "ours_slow_geomean": geomean(p[3] for p in pred.plans)}
+               "ours_slow_geomean": geomean(p[3] for p in pred.plans),
+               "ours_kmajor_geomean": geomean(p[2] for p in pred.plans_kmajor)}
+    slow_cell = f" | {summary['ours_slow_geomean']:.1f}" if branching else ""
     out.append(f"| geomean | | | {published_us:.2f} (all 18, published) | {summary['rf_geomean']:.1f} | | "
-               f"| {summary['ours_fast_geomean']:.1f} | {summary['ours_slow_geomean']:.1f} |")
+               f"| {summary['ours_fast_geomean']:.1f}{slow_cell} | | {summary['ours_kmajor_geomean']:.1f} |")
     out += ["", "## What the model leaves out",
             "- Caches: HBM is a floor over unique bytes only; L2/Infinity Cache re-reads and the XCD placement of",
             "  blocks (rocm_tile_scheduler.h gives each XCD consecutive tiles) are folded into the fitted latency,",
@@ -679,9 +748,11 @@ def report(ours: dict[int, Instance], rf: dict[int, Instance] | None, rows: list
 class ModelRun:
     text: str                           # the report (markdown)
     summary: dict                       # calibrated, worst_error, errors per case, geomeans
-    ours: dict[int, Instance]           # tile index -> the instance instance_for() names
+    ours: dict[int, Instance]           # tile index -> the instance instance_for() names for the challenge layout
+    instances: dict[tuple[int, int, bool], dict[int, Instance]]  # every variant (VARIANTS) -> tile -> instance
     radeonflow: dict[int, Instance]     # challenge case -> instance; empty without the peers folder
     header: str                         # gemm/rocm_loop_costs.h as this assembly gives it
+    constants: Constants | None         # fitted on RadeonFlow; None without the peers folder
     discovered: list[tuple[str, ...]]   # template arguments of every gemm_fp8_kernel instance found
 
 
@@ -692,12 +763,13 @@ def run(out_path: Path | None = None, write_costs: bool = False) -> ModelRun:
         tiles = tile_table(tmp)
         asm, remarks = compile_ours(tree, tiles, tmp)
         instances = kernel_instances(functions(asm), OUR_KERNEL)
-        ours = analyse(asm, remarks, {tile: (instance_for(tile, PLANNING_LAYOUT, instances), *tiles[tile])
-                                      for tile in tiles}, tmp)
+        analysed = analyse(asm, remarks, {(v, tile): (instance_for(tile, v, instances), *tiles[tile])
+                                          for v in VARIANTS for tile in tiles}, tmp)
+        by_variant = {v: {tile: analysed[(v, tile)] for tile in tiles} for v in VARIANTS}
         shared = shared_dir()
         peer = shared / "peers" / "radeonflow" if shared else None
         rf, rows, cases, published, c, err, pred, note = None, [], [], None, None, None, None, ""
-        header = costs_header(ours, COSTS_PLACEHOLDER)
+        header = costs_header(by_variant, COSTS_PLACEHOLDER)
         if peer is None or not (peer / "compile_gfx942.sh").is_file():
             note = "RadeonFlow's sources (shared/peers/radeonflow) are absent: calibration skipped, no prediction counts."
             print(note)
@@ -712,23 +784,25 @@ def run(out_path: Path | None = None, write_costs: bool = False) -> ModelRun:
                 r["case"]: (rf_kernels[tuple(map(str, (r["m"], r["n"], -(-r["k"] // r["split"]), r["block_m"], r["block_n"])))],
                             r["block_m"], r["block_n"], r["waves"]) for r in cases}, tmp)
             c, err = fit(EstimateProgram(header, tmp), rf, rows)
-            header = costs_header(ours, c)
+            header = costs_header(by_variant, c)
             program = EstimateProgram(header, tmp)
             by_shape = {(r["m"], r["n"], r["k"]): r for r in cases}
             rf_lines = [rf[r["case"]].estimate_line(c, radeonflow_staging(r), r["m"], r["n"], r["k"], r["split"])
                         for r in rows + [by_shape[s] for s in CHALLENGE]]
             rf_us = [float(f[0]) * 1e6 for f in program.run(rf_lines)]
-            plans = [(int(f[0]), int(f[1]), float(f[2]) * 1e6, float(f[3]) * 1e6, int(f[4]))
-                     for f in program.run([f"plan {m} {n} {k}" for m, n, k in CHALLENGE])]
-            pred = Predictions({r["case"]: us for r, us in zip(rows, rf_us)}, rf_us[len(rows):], plans)
+            plans = {layout: list(map(parse_plan, program.run([plan_command(s, variant_for(layout)) for s in CHALLENGE])))
+                     for layout in (LAYOUT_CHALLENGE, LAYOUT_KMAJOR)}
+            pred = Predictions({r["case"]: us for r, us in zip(rows, rf_us)}, rf_us[len(rows):],
+                               plans[LAYOUT_CHALLENGE], plans[LAYOUT_KMAJOR])
     stale = not COSTS_HEADER.is_file() or COSTS_HEADER.read_text() != header
     if write_costs and c is not None:
         COSTS_HEADER.write_text(header)
         stale = False
-    text, summary = report(ours, rf, rows, cases, published, c, err, pred, stale and c is not None, note)
+    text, summary = report(by_variant, rf, rows, cases, published, c, err, pred, stale and c is not None, note)
     if out_path:
         out_path.write_text(text)
-    return ModelRun(text, summary, ours, rf or {}, header, sorted(instances))
+    return ModelRun(text, summary, by_variant[variant_for(LAYOUT_CHALLENGE)], by_variant, rf or {}, header, c,
+                    sorted(instances))
 
 
 def main() -> None:

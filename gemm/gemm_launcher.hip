@@ -34,10 +34,6 @@ constexpr float kFnScaleFactor = 2.0f;    // an e4m3fn byte read as e4m3fnuz is 
 
 std::vector<RocmConfig> all_configs() { return {std::begin(kTestConfigs), std::end(kTestConfigs)}; }
 
-RocmConfig select_config(const GemmArgs& args, int cu_count) {
-  return select_config(args.m, args.n, args.k, cu_count);
-}
-
 namespace {
 
 std::string hip_error(const char* what, hipError_t err) {
@@ -93,6 +89,20 @@ OperandView view_of(const Operand& op, Fp8Format format, OperandMajor major) {
           format == Fp8Format::kE4M3FN ? ~0u : 0u};
 }
 
+// A dense call's operands as the kernel will read them, and the instance that reads them: the one rule
+// both select_config and launch_with_config follow.
+struct DensePlan {
+  Operand a, b;
+  InstanceVariant variant;
+};
+DensePlan plan_dense(const GemmArgs& args) {
+  Operand a = plan_operand(args.a, args.a_stride_m, args.a_stride_k, args.m, args.k);
+  Operand b = plan_operand(args.b, args.b_stride_n, args.b_stride_k, args.n, args.k);
+  const OperandMajor major = plan_major(a, b, true);
+  const bool fold = args.a_format == Fp8Format::kE4M3FN || args.b_format == Fp8Format::kE4M3FN;
+  return {a, b, {major, args.b_scale_format, fold}};
+}
+
 int64_t align_up(int64_t bytes) { return ceil_div(bytes, kWorkspaceAlign) * kWorkspaceAlign; }
 
 // src_rows: row r of the copy is row src_rows[r] of the operand (a grouped call's sorted rows).
@@ -118,8 +128,6 @@ void launch_gemm(const ParamsFor<kGrouped>& params, dim3 grid, hipStream_t strea
 
 template <bool kGrouped>
 using GemmLauncher = void (*)(const ParamsFor<kGrouped>&, dim3, hipStream_t);
-constexpr int kNumScaleFormats = 2;  // ScaleFormat::kF32, kUE8M0: the B scales' format
-constexpr int kNumFolds = 2;         // kFold false (both fnuz), true (some operand e4m3fn)
 
 // The instances of one tile and storage order: [B scale format][fold].
 template <bool kGrouped, int kTile, OperandMajor kMajor>
@@ -308,6 +316,10 @@ std::string launch_grouped(const GemmArgs& args, const RocmConfig& config, const
 
 }  // namespace
 
+RocmConfig select_config(const GemmArgs& args, int cu_count) {
+  return select_config(args.m, args.n, args.k, plan_dense(args).variant, cu_count);
+}
+
 std::string launch_with_config(const GemmArgs& args, const RocmConfig& config, const Workspace& workspace,
                                hipStream_t stream) {
   const std::string where = "ROCm: ";
@@ -344,9 +356,7 @@ std::string launch_with_config(const GemmArgs& args, const RocmConfig& config, c
   if (tiles_m * tiles_n > kMaxGridX)
     return where + "too many output tiles for one grid: " + std::to_string(tiles_m * tiles_n);
 
-  Operand a = plan_operand(args.a, args.a_stride_m, args.a_stride_k, args.m, args.k);
-  Operand b = plan_operand(args.b, args.b_stride_n, args.b_stride_k, args.n, args.k);
-  const OperandMajor major = plan_major(a, b, true);
+  auto [a, b, variant] = plan_dense(args);
 
   // One workspace request: [staged A][staged B][split-K partials][fp32 A scales], each region
   // 256-byte aligned.
@@ -373,15 +383,15 @@ std::string launch_with_config(const GemmArgs& args, const RocmConfig& config, c
     if (std::string err = expand_a_scales(args, expanded, nullptr, stream, a_scale); !err.empty()) return err;
   }
 
-  KernelParams params = gemm_params(args, a, b, major, a_scale, tile, config, tiles_m, blocks_per_split);
+  KernelParams params = gemm_params(args, a, b, variant.major, a_scale, tile, config, tiles_m, blocks_per_split);
   params.out = splits > 1 ? static_cast<void*>(partials) : args.c;
   params.out_stride_m = splits > 1 ? args.n : args.c_stride_m;
   params.split_stride = splits > 1 ? args.m * args.n : 0;
   params.out_format = splits > 1 ? OutFormat::kFP32 : args.c_format;
 
   const dim3 grid(static_cast<uint32_t>(tiles_m * tiles_n), 1, static_cast<uint32_t>(splits));
-  kDenseLaunchers[static_cast<int>(major)][config.tile][static_cast<int>(args.b_scale_format)]
-                 [params.a.fold_mask | params.b.fold_mask ? 1 : 0](params, grid, stream);
+  kDenseLaunchers[static_cast<int>(variant.major)][config.tile][static_cast<int>(variant.b_scale)][variant.fold ? 1 : 0](
+      params, grid, stream);
   if (std::string err = check_launch("gemm_fp8_kernel launch"); !err.empty()) return err;
   if (splits == 1) return {};
 

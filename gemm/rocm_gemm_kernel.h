@@ -44,11 +44,6 @@ typedef uint32_t u32x4 __attribute__((ext_vector_type(4)));
 typedef float f32x4 __attribute__((ext_vector_type(4)));
 typedef float f32x16 __attribute__((ext_vector_type(16)));
 
-// Storage order of both operands, a compile-time parameter: K-major (K contiguous in each row) or
-// M/N-major (rows contiguous at each K: the AMD challenge layout). The launcher stages any other pair
-// (mixed orders included) into a K-major copy.
-enum class OperandMajor : int32_t { kK = 0, kMN = 1 };
-
 // The largest operand stride the kernel reads in place: a tile's loads are a uniform base plus a
 // 32-bit per-lane offset below (rows or K columns of a tile, at most 256) x stride.
 constexpr int64_t kMaxOperandStride = (int64_t{1} << 32) / 256;

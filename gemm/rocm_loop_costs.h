@@ -4,6 +4,8 @@
 // estimate_seconds reads them; tests/rocm/test_rocm_model.py fails when they no longer match the assembly.
 #pragma once
 
+#include "rocm_tile_configs.h"
+
 namespace gemm::rocm {
 
 // One iteration of a main-loop path, one wave.
@@ -29,17 +31,102 @@ struct ModelConstants {
 
 inline constexpr ModelConstants kModelConstants{4900, 2.5e-06};
 
-// Indexed by tile (kTiles); each row is the instance benchmarks/rocm_model.py's instance_for() names
-// for the challenge layout.
-inline constexpr InstanceCost kLoopCosts[] = {
-    // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, false>: 243 VGPR, 0 AGPR, 32768 B LDS
-    {128, 128, 2, 2, {1, 1884.00, 1024, 257}, {1, 1884.00, 1024, 257}},
-    // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, false>: 170 VGPR, 0 AGPR, 24576 B LDS
-    {64, 128, 2, 2, {1, 1608.00, 512, 217}, {1, 1608.00, 512, 217}},
-    // gemm::rocm::gemm_fp8_kernel<2, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, false>: 125 VGPR, 0 AGPR, 32768 B LDS
-    {64, 64, 2, 2, {1, 1152.00, 256, 161}, {1, 1152.00, 256, 161}},
-    // gemm::rocm::gemm_fp8_kernel<3, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, false>: 92 VGPR, 0 AGPR, 24576 B LDS
-    {32, 64, 2, 2, {1, 840.00, 128, 133}, {1, 840.00, 128, 133}},
+// One row per dense instance, [storage order][B scale format][fold][tile] (kTiles' order): each is its
+// own main loop, and they differ (a K-major loop issues fewer instructions than an M/N-major one; the
+// e4m3fn fold and UE8M0 B scales add VALU work). benchmarks/rocm_model.py's instance_for() names them.
+inline constexpr InstanceCost kLoopCosts[kNumOperandMajors][kNumScaleFormats][kNumFolds][kNumTiles] = {
+    {  // OperandMajor 0
+     {  // ScaleFormat 0
+      {  // fold false
+       // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)0, false>: 248 VGPR, 0 AGPR, 32768 B LDS
+       {128, 128, 2, 2, {1, 1412.00, 1024, 137}, {1, 1412.00, 1024, 137}},
+       // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)0, false>: 166 VGPR, 0 AGPR, 24576 B LDS
+       {64, 128, 2, 2, {1, 1232.00, 512, 98}, {1, 1232.00, 512, 98}},
+       // gemm::rocm::gemm_fp8_kernel<2, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)0, false>: 124 VGPR, 0 AGPR, 32768 B LDS
+       {64, 64, 2, 2, {1, 856.00, 256, 81}, {1, 856.00, 256, 81}},
+       // gemm::rocm::gemm_fp8_kernel<3, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)0, false>: 88 VGPR, 0 AGPR, 24576 B LDS
+       {32, 64, 2, 2, {1, 628.00, 128, 62}, {1, 628.00, 128, 62}},
+      },
+      {  // fold true
+       // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)0, true>: 246 VGPR, 0 AGPR, 32768 B LDS
+       {128, 128, 2, 2, {1, 3276.00, 1024, 613}, {1, 3276.00, 1024, 613}},
+       // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)0, true>: 162 VGPR, 0 AGPR, 24576 B LDS
+       {64, 128, 2, 2, {1, 2712.00, 512, 458}, {1, 2712.00, 512, 458}},
+       // gemm::rocm::gemm_fp8_kernel<2, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)0, true>: 126 VGPR, 0 AGPR, 32768 B LDS
+       {64, 64, 2, 2, {1, 1816.00, 256, 325}, {1, 1816.00, 256, 325}},
+       // gemm::rocm::gemm_fp8_kernel<3, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)0, true>: 88 VGPR, 0 AGPR, 24576 B LDS
+       {32, 64, 2, 2, {1, 1360.00, 128, 242}, {1, 1360.00, 128, 242}},
+      },
+     },
+     {  // ScaleFormat 1
+      {  // fold false
+       // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)0, false>: 248 VGPR, 0 AGPR, 32768 B LDS
+       {128, 128, 2, 2, {1, 1736.00, 1024, 141}, {1, 1736.00, 1024, 141}},
+       // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)0, false>: 170 VGPR, 0 AGPR, 24576 B LDS
+       {64, 128, 2, 2, {1, 1344.00, 512, 103}, {1, 1344.00, 512, 103}},
+       // gemm::rocm::gemm_fp8_kernel<2, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)0, false>: 128 VGPR, 0 AGPR, 32768 B LDS
+       {64, 64, 2, 2, {1, 892.00, 256, 88}, {1, 892.00, 256, 88}},
+       // gemm::rocm::gemm_fp8_kernel<3, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)0, false>: 92 VGPR, 0 AGPR, 24576 B LDS
+       {32, 64, 2, 2, {1, 692.00, 128, 68}, {1, 692.00, 128, 68}},
+      },
+      {  // fold true
+       // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)0, true>: 248 VGPR, 0 AGPR, 32768 B LDS
+       {128, 128, 2, 2, {1, 3592.00, 1024, 619}, {1, 3592.00, 1024, 619}},
+       // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)0, true>: 164 VGPR, 0 AGPR, 24576 B LDS
+       {64, 128, 2, 2, {1, 2780.00, 512, 464}, {1, 2780.00, 512, 464}},
+       // gemm::rocm::gemm_fp8_kernel<2, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)0, true>: 126 VGPR, 0 AGPR, 32768 B LDS
+       {64, 64, 2, 2, {1, 1840.00, 256, 327}, {1, 1840.00, 256, 327}},
+       // gemm::rocm::gemm_fp8_kernel<3, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)0, true>: 92 VGPR, 0 AGPR, 24576 B LDS
+       {32, 64, 2, 2, {1, 1428.00, 128, 247}, {1, 1428.00, 128, 247}},
+      },
+     },
+    },
+    {  // OperandMajor 1
+     {  // ScaleFormat 0
+      {  // fold false
+       // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, false>: 243 VGPR, 0 AGPR, 32768 B LDS
+       {128, 128, 2, 2, {1, 1884.00, 1024, 257}, {1, 1884.00, 1024, 257}},
+       // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, false>: 170 VGPR, 0 AGPR, 24576 B LDS
+       {64, 128, 2, 2, {1, 1608.00, 512, 217}, {1, 1608.00, 512, 217}},
+       // gemm::rocm::gemm_fp8_kernel<2, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, false>: 125 VGPR, 0 AGPR, 32768 B LDS
+       {64, 64, 2, 2, {1, 1152.00, 256, 161}, {1, 1152.00, 256, 161}},
+       // gemm::rocm::gemm_fp8_kernel<3, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, false>: 92 VGPR, 0 AGPR, 24576 B LDS
+       {32, 64, 2, 2, {1, 840.00, 128, 133}, {1, 840.00, 128, 133}},
+      },
+      {  // fold true
+       // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, true>: 241 VGPR, 0 AGPR, 32768 B LDS
+       {128, 128, 2, 2, {1, 3796.00, 1024, 744}, {1, 3796.00, 1024, 744}},
+       // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, true>: 160 VGPR, 0 AGPR, 24576 B LDS
+       {64, 128, 2, 2, {1, 3008.00, 512, 590}, {1, 3008.00, 512, 590}},
+       // gemm::rocm::gemm_fp8_kernel<2, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, true>: 123 VGPR, 0 AGPR, 32768 B LDS
+       {64, 64, 2, 2, {1, 2144.00, 256, 398}, {1, 2144.00, 256, 398}},
+       // gemm::rocm::gemm_fp8_kernel<3, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, true>: 94 VGPR, 0 AGPR, 24576 B LDS
+       {32, 64, 2, 2, {1, 1548.00, 128, 314}, {1, 1548.00, 128, 314}},
+      },
+     },
+     {  // ScaleFormat 1
+      {  // fold false
+       // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)1, false>: 245 VGPR, 0 AGPR, 32768 B LDS
+       {128, 128, 2, 2, {1, 2196.00, 1024, 262}, {1, 2196.00, 1024, 262}},
+       // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)1, false>: 172 VGPR, 0 AGPR, 24576 B LDS
+       {64, 128, 2, 2, {1, 1916.00, 512, 220}, {1, 1916.00, 512, 220}},
+       // gemm::rocm::gemm_fp8_kernel<2, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)1, false>: 130 VGPR, 0 AGPR, 32768 B LDS
+       {64, 64, 2, 2, {1, 1208.00, 256, 163}, {1, 1208.00, 256, 163}},
+       // gemm::rocm::gemm_fp8_kernel<3, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)1, false>: 95 VGPR, 0 AGPR, 24576 B LDS
+       {32, 64, 2, 2, {1, 1116.00, 128, 135}, {1, 1116.00, 128, 135}},
+      },
+      {  // fold true
+       // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)1, true>: 245 VGPR, 0 AGPR, 32768 B LDS
+       {128, 128, 2, 2, {1, 4092.00, 1024, 747}, {1, 4092.00, 1024, 747}},
+       // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)1, true>: 162 VGPR, 0 AGPR, 24576 B LDS
+       {64, 128, 2, 2, {1, 3188.00, 512, 590}, {1, 3188.00, 512, 590}},
+       // gemm::rocm::gemm_fp8_kernel<2, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)1, true>: 125 VGPR, 0 AGPR, 32768 B LDS
+       {64, 64, 2, 2, {1, 2176.00, 256, 403}, {1, 2176.00, 256, 403}},
+       // gemm::rocm::gemm_fp8_kernel<3, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)1, true>: 96 VGPR, 0 AGPR, 24576 B LDS
+       {32, 64, 2, 2, {1, 1696.00, 128, 315}, {1, 1696.00, 128, 315}},
+      },
+     },
+    },
 };
 
 }  // namespace gemm::rocm

@@ -1,6 +1,7 @@
-// ROCm gfx942 planner (host-only): the tile and split-K of each shape, chosen by the MI300X time
-// model whose per-instance figures benchmarks/rocm_model.py reads from the compiled gfx942 assembly
-// (rocm_loop_costs.h, generated). estimate_seconds is the model's only formula: the model script
+// ROCm gfx942 planner (host-only): the tile and split-K of each call, chosen by the MI300X time
+// model from the figures of the kernel instance the call runs (its storage order, B scale format and
+// fold), which benchmarks/rocm_model.py reads from the compiled gfx942 assembly (rocm_loop_costs.h,
+// generated). estimate_seconds is the model's only formula: the model script
 // calls it through a small g++ program, for our kernel and for RadeonFlow's (whose measured MI300X
 // times fit its two constants), so the calibration and the plans share it. Plain C++ with no HIP
 // include: the launcher, the CPU emulator and that program all read the same choice from here.
@@ -27,11 +28,26 @@ constexpr int kPartialBytes = 4;               // fp32 split-K partials
 constexpr int kOutBytes = 2;                   // bf16 C
 constexpr int kScaleBytes = 4;                 // fp32 scales
 
-// One row of rocm_loop_costs.h per tile, in kTiles' order.
+// What picks a call's dense kernel instance besides its tile; the launcher derives it from the call
+// (plan_dense in gemm_launcher.hip) before it asks for a config, since each instance's main loop
+// costs differently (a K-major loop issues far fewer instructions than an M/N-major one).
+struct InstanceVariant {
+  OperandMajor major = OperandMajor::kK;
+  ScaleFormat b_scale = ScaleFormat::kF32;
+  bool fold = false;  // some operand is e4m3fn
+};
+
+constexpr const InstanceCost& loop_costs(const InstanceVariant& variant, int tile) {
+  return kLoopCosts[static_cast<int>(variant.major)][static_cast<int>(variant.b_scale)][variant.fold ? 1 : 0][tile];
+}
+
+// Every row of rocm_loop_costs.h is filled, with its tile's shape.
 constexpr bool loop_costs_match_tiles() {
-  if (sizeof(kLoopCosts) / sizeof(kLoopCosts[0]) != kNumTiles) return false;
-  for (int tile = 0; tile < kNumTiles; ++tile)
-    if (kLoopCosts[tile].block_m != kTiles[tile].block_m || kLoopCosts[tile].block_n != kTiles[tile].block_n) return false;
+  for (const auto& by_major : kLoopCosts)
+    for (const auto& by_scale : by_major)
+      for (const auto& by_fold : by_scale)
+        for (int tile = 0; tile < kNumTiles; ++tile)
+          if (by_fold[tile].block_m != kTiles[tile].block_m || by_fold[tile].block_n != kTiles[tile].block_n) return false;
   return true;
 }
 static_assert(loop_costs_match_tiles(), "rocm_loop_costs.h is stale: python3 benchmarks/rocm_model.py --write-costs");
@@ -86,22 +102,24 @@ constexpr double estimate_seconds(const InstanceCost& inst, const LoopCost& loop
   return max2(compute, memory) + c.launch_seconds + reduce + staged;
 }
 
-// Estimated seconds of `config` for our kernel (the loop path the planner plans with: the fast one).
-constexpr double estimate_config_seconds(int64_t m, int64_t n, int64_t k, const RocmConfig& config, int cu_count) {
-  const InstanceCost& inst = kLoopCosts[config.tile];
+// Estimated seconds of `config` for our kernel's `variant` instance (the loop path the planner plans
+// with: the fast one).
+constexpr double estimate_config_seconds(int64_t m, int64_t n, int64_t k, const RocmConfig& config,
+                                         const InstanceVariant& variant, int cu_count) {
+  const InstanceCost& inst = loop_costs(variant, config.tile);
   return estimate_seconds(inst, inst.fast, m, n, k, config.split_k, cu_count, kModelConstants);
 }
 
 // The config with the least estimated time over every tile and split 1..16 (ties keep the larger tile
-// and fewer splits). Every shape gets one; no shape is refused.
-constexpr RocmConfig select_config(int64_t m, int64_t n, int64_t k, int cu_count) {
+// and fewer splits), each tile costed by its `variant` instance. Every shape gets one; none is refused.
+constexpr RocmConfig select_config(int64_t m, int64_t n, int64_t k, const InstanceVariant& variant, int cu_count) {
   const int64_t k_blocks = ceil_div(k, kBlockK);
   RocmConfig best{};
   double best_seconds = -1.0;
   for (int tile = 0; tile < kNumTiles; ++tile) {
     for (int split = 1; split <= kMaxSplitK && split <= k_blocks; ++split) {
       const RocmConfig candidate{tile, split, kDefaultGroupM};
-      const double seconds = estimate_config_seconds(m, n, k, candidate, cu_count);
+      const double seconds = estimate_config_seconds(m, n, k, candidate, variant, cu_count);
       if (best_seconds < 0 || seconds < best_seconds) {
         best = candidate;
         best_seconds = seconds;
@@ -111,28 +129,36 @@ constexpr RocmConfig select_config(int64_t m, int64_t n, int64_t k, int cu_count
   return best;
 }
 
-// The shapes the package is tuned for (the 18 AMD-challenge shapes and the DeepSeek-V3 suite) with
-// the config select_config gives each on an MI300X, evaluated at compile time: nothing is pinned by
+// The shapes the package is tuned for, each in the layout its suite uses (benchmarks/shapes.py): the 18
+// AMD-challenge shapes M/N-major, the DeepSeek-V3 suite K-major; e4m3fnuz operands and fp32 scales. Each
+// with the config select_config gives it on an MI300X, evaluated at compile time: nothing is pinned by
 // hand. The emulator runs every distinct config here on scaled-down shapes.
 struct TunedShape {
   int64_t m, n, k;
+  InstanceVariant variant;
   RocmConfig config;
 };
-constexpr TunedShape tuned(int64_t m, int64_t n, int64_t k) { return {m, n, k, select_config(m, n, k, kMi300xCuCount)}; }
+constexpr InstanceVariant kChallengeLayout{OperandMajor::kMN, ScaleFormat::kF32, false};
+constexpr InstanceVariant kKMajorLayout{OperandMajor::kK, ScaleFormat::kF32, false};
+constexpr TunedShape tuned(int64_t m, int64_t n, int64_t k, const InstanceVariant& variant) {
+  return {m, n, k, variant, select_config(m, n, k, variant, kMi300xCuCount)};
+}
+constexpr TunedShape challenge(int64_t m, int64_t n, int64_t k) { return tuned(m, n, k, kChallengeLayout); }
+constexpr TunedShape k_major(int64_t m, int64_t n, int64_t k) { return tuned(m, n, k, kKMajorLayout); }
 inline constexpr TunedShape kTuned[] = {
-    // AMD Developer Challenge 2025 fp8-mm benchmark shapes
-    tuned(1024, 1536, 7168), tuned(1024, 3072, 1536), tuned(1024, 576, 7168), tuned(1024, 7168, 256),
-    tuned(1024, 7168, 2048), tuned(1024, 4608, 7168), tuned(1024, 7168, 2304), tuned(1024, 512, 7168),
-    tuned(1024, 4096, 512), tuned(6144, 1536, 7168), tuned(6144, 3072, 1536), tuned(6144, 576, 7168),
-    tuned(6144, 7168, 256), tuned(6144, 7168, 2048), tuned(6144, 4608, 7168), tuned(6144, 7168, 2304),
-    tuned(6144, 512, 7168), tuned(6144, 4096, 512),
-    // DeepSeek-V3 suite, M in {64, 128, 4096}
-    tuned(64, 2112, 7168), tuned(64, 576, 7168), tuned(64, 24576, 1536), tuned(64, 32768, 512),
-    tuned(64, 7168, 16384), tuned(64, 4096, 7168), tuned(64, 7168, 2048), tuned(128, 2112, 7168),
-    tuned(128, 576, 7168), tuned(128, 24576, 1536), tuned(128, 32768, 512), tuned(128, 7168, 16384),
-    tuned(128, 4096, 7168), tuned(128, 7168, 2048), tuned(4096, 2112, 7168), tuned(4096, 576, 7168),
-    tuned(4096, 24576, 1536), tuned(4096, 32768, 512), tuned(4096, 7168, 16384), tuned(4096, 4096, 7168),
-    tuned(4096, 7168, 2048),
+    // AMD Developer Challenge 2025 fp8-mm benchmark shapes, in the challenge layout
+    challenge(1024, 1536, 7168), challenge(1024, 3072, 1536), challenge(1024, 576, 7168), challenge(1024, 7168, 256),
+    challenge(1024, 7168, 2048), challenge(1024, 4608, 7168), challenge(1024, 7168, 2304), challenge(1024, 512, 7168),
+    challenge(1024, 4096, 512), challenge(6144, 1536, 7168), challenge(6144, 3072, 1536), challenge(6144, 576, 7168),
+    challenge(6144, 7168, 256), challenge(6144, 7168, 2048), challenge(6144, 4608, 7168), challenge(6144, 7168, 2304),
+    challenge(6144, 512, 7168), challenge(6144, 4096, 512),
+    // DeepSeek-V3 suite, M in {64, 128, 4096}, K-major
+    k_major(64, 2112, 7168), k_major(64, 576, 7168), k_major(64, 24576, 1536), k_major(64, 32768, 512),
+    k_major(64, 7168, 16384), k_major(64, 4096, 7168), k_major(64, 7168, 2048), k_major(128, 2112, 7168),
+    k_major(128, 576, 7168), k_major(128, 24576, 1536), k_major(128, 32768, 512), k_major(128, 7168, 16384),
+    k_major(128, 4096, 7168), k_major(128, 7168, 2048), k_major(4096, 2112, 7168), k_major(4096, 576, 7168),
+    k_major(4096, 24576, 1536), k_major(4096, 32768, 512), k_major(4096, 7168, 16384), k_major(4096, 4096, 7168),
+    k_major(4096, 7168, 2048),
 };
 
 // Grouped GEMMs run unsplit (docs/rocm.md says why); the tile is the tallest that the average group

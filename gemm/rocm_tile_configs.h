@@ -1,5 +1,6 @@
-// ROCm gfx942 tile configurations: the tile table the GEMM kernel is instantiated from, and the
-// occupancy each tile implies. Plain C++ (17 or 20) with no HIP include, so host tools read it too.
+// ROCm gfx942 tile configurations: the tile table the GEMM kernel is instantiated from, the
+// occupancy each tile implies, and the kernel's other template parameters. Plain C++ (17 or 20)
+// with no HIP include, so host tools read it too.
 // The choice of a tile per shape lives in rocm_planner.h (host-only), which the kernel never includes.
 #pragma once
 
@@ -57,5 +58,15 @@ inline constexpr TileShape kTiles[] = {
     {32, 64, 2, 2, MfmaKind::k16x16x32, 128},   // 3: decode, M <= 32 (wave 16x32)
 };
 constexpr int kNumTiles = static_cast<int>(sizeof(kTiles) / sizeof(kTiles[0]));
+
+// Storage order of both operands, a compile-time parameter: K-major (K contiguous in each row) or
+// M/N-major (rows contiguous at each K: the AMD challenge layout). The launcher stages any other pair
+// (mixed orders included) into a K-major copy.
+enum class OperandMajor : int32_t { kK = 0, kMN = 1 };
+
+// The other template parameters of a dense instance, besides its tile: [storage order][B scale format][fold].
+constexpr int kNumOperandMajors = 2;  // OperandMajor::kK, kMN
+constexpr int kNumScaleFormats = 2;   // ScaleFormat::kF32, kUE8M0: the B scales' format
+constexpr int kNumFolds = 2;          // kFold false (both fnuz), true (some operand e4m3fn)
 
 }  // namespace gemm::rocm
