@@ -1,9 +1,9 @@
 // ROCm gfx942 planner (host-only): the tile and split-K of each call, chosen by the MI300X time
 // model from the figures of the kernel instance the call runs (its storage order, B scale format and
 // fold), which benchmarks/rocm_model.py reads from the compiled gfx942 assembly (rocm_loop_costs.h,
-// generated). estimate_seconds is the model's only formula: the model script
-// calls it through a small g++ program, for our kernel and for RadeonFlow's (whose measured MI300X
-// times fit its two constants), so the calibration and the plans share it. Plain C++ with no HIP
+// generated). estimate_seconds is the model's only formula: the model script calls it through a
+// small g++ program, for our kernel and for RadeonFlow's (whose measured MI300X times fit its two
+// constants), so the calibration and the plans share it. Plain C++ with no HIP
 // include: the launcher, the CPU emulator and that program all read the same choice from here.
 #pragma once
 
