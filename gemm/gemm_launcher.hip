@@ -1,7 +1,7 @@
 // ROCm gfx942 implementation of gemm::gemm_launch: pick a config (rocm_planner.h), stage operands the
 // kernel cannot read directly into workspace, launch the GEMM (and the split-K reduce) on `stream`.
 // Grouped calls (num_groups > 0) run the grouped instance of the same kernel, after a device-side sort
-// of the rows when groups come as row ids. Never synchronizes, allocates only through Workspace,
+// of the rows when groups come as row ids (contiguous segments and the masked layout are read in place). Never synchronizes, allocates only through Workspace,
 // returns errors as strings.
 #include <hip/hip_runtime.h>
 
@@ -206,25 +206,33 @@ KernelParams gemm_params(const GemmArgs& args, const Operand& a, const Operand& 
 int64_t out_bytes(OutFormat format) { return format == OutFormat::kFP32 ? 4 : 2; }
 
 // Grouped GEMM (num_groups > 0): the rows of each group times its own B, unsplit (docs/rocm.md).
-// group_ends: the grouped kernel on A as it is. row_group: a counting sort of the rows by group
-// (rocm_group_sort_kernel.h), A rows and scales gathered into sorted order, the grouped kernel into a
-// sorted C in workspace, the non-sentinel rows copied back to C (rocm_scatter_kernel.h).
+// group_ends and group_rows (the masked layout): the grouped kernel on A as it is. row_group: a counting
+// sort of the rows by group (rocm_group_sort_kernel.h), A rows and scales gathered into sorted order, the
+// grouped kernel into a sorted C in workspace, the non-sentinel rows copied back to C (rocm_scatter_kernel.h).
 std::string launch_grouped(const GemmArgs& args, const RocmConfig& config, const Workspace& workspace,
                            hipStream_t stream) {
   const std::string where = "ROCm grouped: ";
   if (args.num_groups < 1 || args.num_groups >= kMaxInt32)  // the sort's bins (groups + 1) are int32
     return where + "num_groups must be in [1, 2^31 - 1), got " + std::to_string(args.num_groups);
-  if ((args.group_ends == nullptr) == (args.row_group == nullptr))
-    return where + "exactly one of group_ends and row_group must be set, got " +
-           (args.group_ends == nullptr ? "neither" : "both");
+  const int routings = (args.group_ends != nullptr) + (args.row_group != nullptr) + (args.group_rows != nullptr);
+  if (routings != 1)
+    return where + "exactly one of group_ends, row_group and group_rows must be set, got " + std::to_string(routings);
   if (config.split_k != 1)
     return where + "grouped GEMMs run unsplit: config.split_k must be 1, got " + std::to_string(config.split_k);
   if (args.m > kMaxInt32) return where + "m must be < 2^31 (int32 row indices), got " + std::to_string(args.m);
+  const bool masked = args.group_rows != nullptr;
+  const int64_t stride = args.group_row_stride;
+  if (masked && stride < 1) return where + "group_row_stride must be >= 1, got " + std::to_string(stride);
+  if (masked && (args.m % stride != 0 || args.m / stride != args.num_groups))
+    return where + "the masked layout needs m = num_groups * group_row_stride: expected m = " +
+           std::to_string(args.num_groups) + " * " + std::to_string(stride) + ", got " + std::to_string(args.m);
 
   const TileShape& tile = kTiles[config.tile];
   const bool by_row_id = args.row_group != nullptr;
   const int64_t groups = args.num_groups, k_blocks = ceil_div(args.k, kBlockK);
-  const int64_t tiles_m = grouped_row_tiles(args.m, groups, tile.block_m), tiles_n = ceil_div(args.n, tile.block_n);
+  const int64_t tiles_m = masked ? groups * masked_group_tiles(stride, tile.block_m)
+                                 : grouped_row_tiles(args.m, groups, tile.block_m);
+  const int64_t tiles_n = ceil_div(args.n, tile.block_n);
   if (tiles_m * tiles_n > kMaxGridX)
     return where + "too many output tiles for one grid: " + std::to_string(tiles_m * tiles_n);
 
@@ -298,6 +306,8 @@ std::string launch_grouped(const GemmArgs& args, const RocmConfig& config, const
   params.out_stride_m = by_row_id ? args.n : args.c_stride_m;
   params.split_stride = 0;
   params.group_ends = by_row_id ? sort.group_ends : args.group_ends;
+  params.group_rows = args.group_rows;
+  params.group_row_stride = stride;
   params.num_groups = static_cast<int32_t>(groups);
   params.b_stride_group = b_stride_group;
   params.b_scale_stride_group = args.b_scale_stride_group;

@@ -74,10 +74,14 @@ struct KernelParams {
 };
 
 // A grouped launch (MoE experts): A's rows come in contiguous segments, group g owning rows
-// [ends[g - 1], ends[g]) and multiplying them by its own B and B scales. tiles_m is the host's
-// upper bound grouped_row_tiles(); blocks find their group on the device (find_group_tile).
+// [ends[g - 1], ends[g]) or, in the masked layout, [g * stride, g * stride + rows[g]), and multiplying
+// them by its own B and B scales. tiles_m is the host's bound grouped_row_tiles() or
+// num_groups * masked_group_tiles(); blocks find their group on the device (find_group_tile,
+// find_masked_group_tile).
 struct GroupedKernelParams : KernelParams {
-  const int32_t* group_ends;     // [num_groups], inclusive ends of the row segments (device)
+  const int32_t* group_ends;     // [num_groups], inclusive ends of the row segments (device), or null
+  const int32_t* group_rows;     // [num_groups], valid rows per block of the masked layout (device), or null
+  int64_t group_row_stride;      // rows between two blocks of the masked layout
   int32_t num_groups;
   int64_t b_stride_group;        // bytes between two groups' B
   int64_t b_scale_stride_group;  // scale elements between two groups' B scales
@@ -120,6 +124,25 @@ __device__ __forceinline__ GroupTile find_group_tile(const int32_t* ends, int32_
   }
   const int64_t begin = group_begin(ends, lo, m), end = group_begin(ends, lo + 1, m);
   return {lo, begin, end > begin ? end : begin, static_cast<int64_t>(tile_m - lo) * kBlockM};
+}
+
+// Row tiles per group of the masked layout: BlockM-aligned tiles (as in the dense kernel, which keeps
+// the 4-row A-scale loads aligned) overlapping a block of `stride` rows that starts anywhere; one more
+// than ceil(stride / BlockM) unless BlockM divides the stride.
+constexpr int64_t masked_group_tiles(int64_t stride, int block_m) {
+  return ceil_div(stride, block_m) + (stride % block_m != 0 ? 1 : 0);
+}
+
+// Masked layout: row tile `tile_m` is tile tile_m % tiles_per_group of group tile_m / tiles_per_group
+// (arithmetic and one uniform load); the group's rows are [g * stride, g * stride + rows[g]) with rows[g]
+// clamped into [0, stride], so any count stays inside the group's block.
+template <int kBlockM>
+__device__ __forceinline__ GroupTile find_masked_group_tile(const int32_t* rows, int64_t stride, int tile_m) {
+  const int tiles_per_group = static_cast<int>(masked_group_tiles(stride, kBlockM));  // the grid is int32
+  const int32_t g = tile_m / tiles_per_group;
+  const int64_t count = rows[g], begin = g * stride;
+  const int64_t end = begin + (count < 0 ? 0 : count > stride ? stride : count);
+  return {g, begin, end, (begin / kBlockM + tile_m % tiles_per_group) * kBlockM};
 }
 
 // ---- MFMA selection -------------------------------------------------------------------------
@@ -422,7 +445,9 @@ __global__ __launch_bounds__(kTiles[kTileIndex].threads(), kTiles[kTileIndex].wa
   OperandView a_op = p.a, b_op = p.b;
   const void* b_scale_base = p.b_scale;
   if constexpr (kGrouped) {
-    const GroupTile group = find_group_tile<kTile.block_m>(p.group_ends, p.num_groups, p.m, work.m);
+    const GroupTile group = p.group_rows != nullptr
+                                ? find_masked_group_tile<kTile.block_m>(p.group_rows, p.group_row_stride, work.m)
+                                : find_group_tile<kTile.block_m>(p.group_ends, p.num_groups, p.m, work.m);
     if (group.row_begin >= group.row_end || group.m0 >= group.row_end) return;  // whole block: before any barrier
     m0 = group.m0, m_begin = group.row_begin, m_end = group.row_end;
     a_op.rows = m_end;  // A rows past the segment are never read

@@ -219,17 +219,6 @@ at::Tensor index_operand(const char* op, const at::Tensor& t, const char* name, 
   return t.contiguous();
 }
 
-#if !defined(CUDA_KERNEL)
-// The masked layout's group per row (int64 [E * stride]): row r of block g is g while r < counts[g],
-// else the sentinel E.
-at::Tensor masked_row_group(const at::Tensor& counts, int64_t stride) {
-  const int64_t groups = counts.size(0);
-  const at::Tensor local = at::arange(stride, counts.options().dtype(at::kLong)).unsqueeze(0);
-  const at::Tensor group = at::arange(groups, counts.options().dtype(at::kLong)).unsqueeze(1);
-  return at::where(local < counts.unsqueeze(1), group, groups).reshape(-1);
-}
-#endif
-
 // The GEMM problem both GEMM ops describe: formats and sizes, everything checked without touching data.
 struct Problem {
   int64_t m, n, k, groups;
@@ -459,8 +448,8 @@ void grouped_gemm_op(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, 
   const at::Tensor ends = group_ends ? index_operand(op, *group_ends, "group_ends", at::kInt, problem.groups,
                                                      "[E]", a)
                                      : at::Tensor();
-  at::Tensor ids = row_group ? index_operand(op, *row_group, "row_group", at::kLong, problem.m, "[M]", a)
-                             : at::Tensor();
+  const at::Tensor ids = row_group ? index_operand(op, *row_group, "row_group", at::kLong, problem.m, "[M]", a)
+                                   : at::Tensor();
   at::Tensor counts;
   int64_t row_stride = 0;
   if (group_rows) {
@@ -469,12 +458,6 @@ void grouped_gemm_op(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, 
                       ": with group_rows, a must hold E blocks of max_m rows (M a multiple of E = ",
                       num(problem.groups), "), got M = ", num(problem.m));
     row_stride = problem.m / problem.groups;
-#if !defined(CUDA_KERNEL)
-    // Only the CUDA launcher reads the masked layout itself; the others get its group per row, computed
-    // on the device.
-    ids = masked_row_group(counts, row_stride);
-    counts = at::Tensor();
-#endif
   }
   if (problem.m == 0) return;
   on_current_stream(a, [&](void* stream) {

@@ -33,8 +33,9 @@ namespace gemm::cpu {
 // best).
 constexpr int64_t kPrefetchKRows = 32;
 
-// Rows are addressed by position: positions are rows themselves (dense GEMM, contiguous groups) or
-// index a row list sorted by group (groups by row id). A segment is the positions of one group.
+// Rows are addressed by position: positions are rows themselves (dense GEMM, contiguous groups, the
+// masked layout) or index a row list sorted by group (groups by row id). A segment is the positions
+// of one group.
 inline int64_t row_at(const int64_t* row_index, int64_t position) {
   return row_index != nullptr ? row_index[position] : position;
 }

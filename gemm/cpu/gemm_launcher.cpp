@@ -9,9 +9,10 @@
 // every row tile of its run. The micro-kernel keeps a kMR x kNR partial product in vector registers
 // for one K block, then promotes it into the task's fp32 accumulator tile with the per-row scale.
 //
-// Grouped GEMMs run the same path: each group's rows (a range, or rows gathered by id) become its
-// own row tiles, a chunk may hold several groups, and a task reads its group's B; tasks of all
-// groups of a chunk run in one parallel loop, so small groups share the threads.
+// Grouped GEMMs run the same path: each group's rows (a range, read in place for contiguous groups
+// and the masked layout's blocks; or rows gathered by id) become its own row tiles, a chunk may hold
+// several groups, and a task reads its group's B; tasks of all groups of a chunk run in one parallel
+// loop, so small groups share the threads.
 #include "../gemm_contract.h"
 
 #include <ATen/Parallel.h>
@@ -135,10 +136,21 @@ std::string plan_segments(const GemmArgs& args, std::vector<Segment>& segments,
   }
   if (args.num_groups < 0)
     return "gemm (CPU): num_groups must be >= 0, got " + std::to_string(args.num_groups);
-  if ((args.group_ends == nullptr) == (args.row_group == nullptr))
-    return "gemm (CPU): a grouped GEMM needs exactly one of group_ends and row_group";
+  const int routings = (args.group_ends != nullptr) + (args.row_group != nullptr) + (args.group_rows != nullptr);
+  if (routings != 1)
+    return "gemm (CPU): a grouped GEMM needs exactly one of group_ends, row_group and group_rows, got " +
+           std::to_string(routings);
   if (args.row_group != nullptr) {
     segments = segments_from_row_groups(args.row_group, args.m, args.num_groups, row_index);
+    return {};
+  }
+  if (args.group_rows != nullptr) {
+    const int64_t stride = args.group_row_stride;
+    if (stride < 1) return "gemm (CPU): group_row_stride must be >= 1, got " + std::to_string(stride);
+    if (args.m % stride != 0 || args.m / stride != args.num_groups)
+      return "gemm (CPU): the masked layout needs m = num_groups * group_row_stride: expected m = " +
+             std::to_string(args.num_groups) + " * " + std::to_string(stride) + ", got " + std::to_string(args.m);
+    segments = segments_from_group_rows(args.group_rows, args.num_groups, stride);
     return {};
   }
   for (int64_t g = 0, previous = 0; g < args.num_groups; previous = args.group_ends[g++]) {

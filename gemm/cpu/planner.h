@@ -93,6 +93,17 @@ inline std::vector<Segment> segments_from_ends(const int32_t* ends, int64_t grou
   return segments;
 }
 
+// The masked layout: group g owns rows [g * stride, g * stride + rows[g]), its count clamped into
+// [0, stride] (the contract's min(rows[g], stride); a negative count is an empty group).
+inline std::vector<Segment> segments_from_group_rows(const int32_t* rows, int64_t groups, int64_t stride) {
+  std::vector<Segment> segments;
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t count = std::clamp<int64_t>(rows[g], 0, stride);
+    if (count > 0) segments.push_back({g, g * stride, count});
+  }
+  return segments;
+}
+
 // Groups by row id: `row_index` becomes the rows sorted by group (stable, rows whose id is outside
 // [0, groups) left out) and each group's segment indexes into it.
 inline std::vector<Segment> segments_from_row_groups(const int64_t* row_group, int64_t m,

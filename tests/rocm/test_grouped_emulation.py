@@ -1,9 +1,11 @@
-"""Grouped GEMM (MoE experts) on the emulated gfx942 kernel: contiguous segments (group_ends) and rows by
-group id (row_group), against a float64 reference per group. Rows a call must not write (past the last
-end, sentinel ids) hold a canary that must survive bit for bit."""
+"""Grouped GEMM (MoE experts) on the emulated gfx942 kernel: contiguous segments (group_ends), rows by
+group id (row_group) and the masked layout (group_rows), against a float64 reference per group. Rows a
+call must not write (past the last end, sentinel ids, past a block's count) hold a canary that must
+survive bit for bit (NaN for the masked layout)."""
 
 from __future__ import annotations
 
+import math
 
 import pytest
 import torch
@@ -52,7 +54,7 @@ def run_ok(lib, a, b, a_scale, b_scale, c, config=-1, **groups):
     return c
 
 
-def check_rows(c, a, b, a_scale, b_scale, row_group):
+def check_rows(c, a, b, a_scale, b_scale, row_group, canary=CANARY):
     """Every row with a group id in [0, E) against the fp64 reference of its group; every other row
     still holds the canary."""
     groups = b.shape[0]
@@ -63,8 +65,9 @@ def check_rows(c, a, b, a_scale, b_scale, row_group):
         ref, bound = E.reference(a[rows], b[e], a_scale[rows], b_scale[e])
         bad = E.mismatches(c[rows], ref, bound)
         assert not bad.any(), f"group {e}: {int(bad.sum())} of {bad.numel()} outputs wrong"
-    untouched = (row_group < 0) | (row_group >= groups)
-    assert (c[untouched] == CANARY).all(), "a row the call must not write was written"
+    untouched = c[(row_group < 0) | (row_group >= groups)]
+    kept = untouched.isnan() if math.isnan(canary) else untouched == canary
+    assert kept.all(), "a row the call must not write was written"
 
 
 def row_ids_of(counts, m):
@@ -230,7 +233,7 @@ def test_refusals(lib):
     err, _ = E.run(lib, a, b, a_scale, b_scale, canvas(m, n), SPLIT2, group_ends=ends)
     assert "split_k must be 1, got 2" in err
     err, _ = E.run(lib, a, b, a_scale, b_scale, canvas(m, n), group_ends=ends, row_group=torch.zeros(m, dtype=torch.int64))
-    assert "exactly one of group_ends and row_group" in err and "both" in err
+    assert "exactly one of group_ends, row_group and group_rows must be set, got 2" in err
 
 
 def test_count_1000(lib):
@@ -261,3 +264,119 @@ def test_host_work_independent_of_routing(lib, mode):
         check_rows(c, a, b, a_scale, b_scale, ids if mode == "group_ends" else routing["row_group"])
         seen.add((stats.launches, stats.workspace_requests, stats.workspace_bytes))
     assert len(seen) == 1, seen
+
+
+# ---- the masked layout: a and c as [E, stride, K / N], block g's first clamp(rows[g], 0, stride) rows use group g
+def masked_ids(counts, stride):
+    """Group id per row of the masked layout; rows past a block's (clamped) count get the sentinel -1."""
+    valid = torch.tensor(counts, dtype=torch.int64).clamp(0, stride)
+    local = torch.arange(stride).unsqueeze(0)
+    return torch.where(local < valid.unsqueeze(1), torch.arange(len(counts)).unsqueeze(1), -1).reshape(-1)
+
+
+def run_masked(lib, g, counts, stride, n, k, config=-1, dtype=torch.float32, scales=None):
+    """Runs the masked layout into a NaN-filled c and checks every row; returns c and the operands."""
+    groups = len(counts)
+    m = groups * stride
+    a, a_scale = activations(g, m, k)
+    b, b_scale = experts(g, groups, n, k)
+    rows = torch.tensor(counts, dtype=torch.int32)
+    c = run_ok(lib, a, b, a_scale, b_scale if scales is None else scales, canvas(m, n, dtype).fill_(math.nan),
+               config, group_rows=rows)
+    return c, (a, b, a_scale, b_scale, masked_ids(counts, stride))
+
+
+def masked_counts(stride):
+    """E = 8 counts around every tile height, a full block and clamped ones (stride + 5, negative)."""
+    return [1, 7, 63, 64, 65, stride, stride + 5, -3]
+
+
+@pytest.mark.kernels_ci
+@pytest.mark.parametrize("config", UNSPLIT)
+@pytest.mark.parametrize("stride", [64, 70])  # BlockM-aligned blocks, and blocks starting mid-tile
+def test_masked_every_tile(lib, config, stride):
+    g = torch.Generator().manual_seed(300 + config + stride)
+    c, operands = run_masked(lib, g, masked_counts(stride), stride, 192, 192, config)  # ragged N and K
+    check_rows(c, *operands, canary=math.nan)
+
+
+@pytest.mark.parametrize("counts", [[0], [1], [37], [130], [135], [-(2**31)], [2**31 - 1]],
+                         ids=["empty", "one", "some", "full", "past_stride", "int32_min", "int32_max"])
+def test_masked_single_group(lib, counts):
+    g = torch.Generator().manual_seed(310)
+    c, operands = run_masked(lib, g, counts, 130, 128, 256, dtype=torch.bfloat16)
+    check_rows(c, *operands, canary=math.nan)
+
+
+@pytest.mark.kernels_ci
+def test_masked_256_groups(lib):
+    g = torch.Generator().manual_seed(320)
+    stride = 9
+    counts = torch.randint(-2, stride + 3, (256,), generator=g)
+    counts[::7] = 0
+    c, operands = run_masked(lib, g, counts.tolist(), stride, 64, 96)
+    check_rows(c, *operands, canary=math.nan)
+
+
+def test_masked_eight_groups_with_empty(lib):
+    g = torch.Generator().manual_seed(330)
+    counts = [0, 65, 0, 64, -1, 70, 7, 0]
+    c, operands = run_masked(lib, g, counts, 66, 96, 200, dtype=torch.float16)
+    check_rows(c, *operands, canary=math.nan)
+
+
+def test_masked_swapped_expert_scales_fail(lib):
+    g = torch.Generator().manual_seed(340)
+    counts, stride = [40, 40, 40], 48
+    m, n, k = 3 * stride, 128, 256
+    a, a_scale = activations(g, m, k)
+    b, b_scale = experts(g, 3, n, k)
+    c = run_ok(lib, a, b, a_scale, b_scale[[0, 2, 1]].contiguous(), canvas(m, n).fill_(math.nan),
+               group_rows=torch.tensor(counts, dtype=torch.int32))
+    with pytest.raises(AssertionError, match="group 1"):
+        check_rows(c, a, b, a_scale, b_scale, masked_ids(counts, stride), canary=math.nan)
+
+
+def test_masked_staged_layouts(lib):
+    """M-major A staged K-major, A scales column-major: the masked rows read from the staged copy."""
+    g = torch.Generator().manual_seed(350)
+    counts, stride, n, k = [5, 70, 0, 27], 70, 96, 200
+    m = len(counts) * stride
+    a = E.fp8_operand(g, m, k, FNUZ, "mn_major")
+    a_scale = E.block_scales(g, m, 2, transposed=True)
+    b, b_scale = experts(g, len(counts), n, k)
+    c = run_ok(lib, a, b, a_scale, b_scale, canvas(m, n).fill_(math.nan), group_rows=torch.tensor(counts, dtype=torch.int32))
+    check_rows(c, a, b, a_scale, b_scale, masked_ids(counts, stride), canary=math.nan)
+
+
+def test_masked_one_launch_independent_of_counts(lib):
+    """One kernel launch and no workspace (no sort, gather or scatter; A scales M-contiguous as the
+    kernel reads them), whatever the device's counts: one captured graph serves every routing."""
+    g = torch.Generator().manual_seed(360)
+    groups, stride, n, k = 8, 24, 64, 256
+    m = groups * stride
+    a = E.fp8_operand(g, m, k, FNUZ, "k_major")
+    a_scale = E.block_scales(g, m, 2, transposed=True)
+    b, b_scale = experts(g, groups, n, k)
+    seen = set()
+    for counts in ([stride] + [0] * 7, [12] * 8, [0] * 7 + [30], [-1] * 8):
+        c = canvas(m, n).fill_(math.nan)
+        err, stats = E.run(lib, a, b, a_scale, b_scale, c, group_rows=torch.tensor(counts, dtype=torch.int32))
+        assert err == "", err
+        check_rows(c, a, b, a_scale, b_scale, masked_ids(counts, stride), canary=math.nan)
+        seen.add((stats.launches, stats.workspace_requests, stats.workspace_bytes))
+    assert seen == {(1, 0, 0)}, seen
+
+
+def test_masked_refusals(lib):
+    g = torch.Generator().manual_seed(370)
+    m, n, k = 32, 64, 128
+    a, a_scale = activations(g, m, k)
+    b, b_scale = experts(g, 2, n, k)
+    rows = torch.tensor([16, 16], dtype=torch.int32)
+    err, _ = E.run(lib, a, b, a_scale, b_scale, canvas(m, n), group_rows=rows, group_row_stride=15)
+    assert "m = num_groups * group_row_stride: expected m = 2 * 15, got 32" in err
+    err, _ = E.run(lib, a, b, a_scale, b_scale, canvas(m, n), group_rows=rows, group_row_stride=-16)
+    assert "group_row_stride must be >= 1, got -16" in err
+    err, _ = E.run(lib, a, b, a_scale, b_scale, canvas(m, n), group_rows=rows, group_ends=ends_of([16, 16]))
+    assert "exactly one of group_ends, row_group and group_rows must be set, got 2" in err

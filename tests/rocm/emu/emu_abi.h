@@ -26,6 +26,8 @@ struct EmuGemmArgs {
   int64_t num_groups, b_stride_group, b_scale_stride_group;
   const int32_t* group_ends;
   const int64_t* row_group;
+  const int32_t* group_rows;  // the masked layout: valid rows per block of group_row_stride rows
+  int64_t group_row_stride;
 };
 
 // gemm::QuantizeArgs, every field 8 bytes wide.

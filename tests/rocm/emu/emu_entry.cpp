@@ -29,6 +29,7 @@ gemm::GemmArgs to_gemm_args(const EmuGemmArgs& e) {
   g.b_scale_format = static_cast<gemm::ScaleFormat>(e.b_scale_format);
   g.num_groups = e.num_groups, g.b_stride_group = e.b_stride_group, g.b_scale_stride_group = e.b_scale_stride_group;
   g.group_ends = e.group_ends, g.row_group = e.row_group;
+  g.group_rows = e.group_rows, g.group_row_stride = e.group_row_stride;
   return g;
 }
 
@@ -151,8 +152,11 @@ int run_guarded(const EmuGemmArgs& e, Launch&& launch, EmuStats* stats, char* er
                              (guarded.group_ends = guard_tensor("group_ends", e.group_ends, extent(e.num_groups, 1, 1, 1, 4)));
   const bool row_group_ok = e.row_group == nullptr ||
                             (guarded.row_group = guard_tensor("row_group", e.row_group, extent(e.m, 1, 1, 1, 8)));
+  const bool group_rows_ok = e.group_rows == nullptr ||
+                             (guarded.group_rows = guard_tensor("group_rows", e.group_rows, extent(e.num_groups, 1, 1, 1, 4)));
   std::string result;
-  if (!guarded.a || !guarded.b || !guarded.a_scale || !guarded.b_scale || !guarded.c || !group_ends_ok || !row_group_ok) {
+  if (!guarded.a || !guarded.b || !guarded.a_scale || !guarded.b_scale || !guarded.c || !group_ends_ok || !row_group_ok ||
+      !group_rows_ok) {
     result = "emulator: could not map guarded copies of the tensors";
   } else {
     hip_emu::describe_address = describe;

@@ -29,6 +29,7 @@ class EmuGemmArgs(ctypes.Structure):
         ("a_scale_format", ctypes.c_int64), ("b_scale_format", ctypes.c_int64),
         ("num_groups", ctypes.c_int64), ("b_stride_group", ctypes.c_int64), ("b_scale_stride_group", ctypes.c_int64),
         ("group_ends", ctypes.c_void_p), ("row_group", ctypes.c_void_p),
+        ("group_rows", ctypes.c_void_p), ("group_row_stride", ctypes.c_int64),
     )]
 
 
@@ -68,10 +69,14 @@ def configs(lib) -> list[Config]:
     return out
 
 
-def make_args(a, b, a_scale, b_scale, c, group_ends=None, row_group=None) -> EmuGemmArgs:
-    """b and b_scale are [E, ...] (one more leading dimension) when group_ends or row_group is given."""
+def make_args(a, b, a_scale, b_scale, c, group_ends=None, row_group=None, group_rows=None,
+              group_row_stride=None) -> EmuGemmArgs:
+    """b and b_scale are [E, ...] (one more leading dimension) when group_ends, row_group or group_rows
+    is given."""
     m, k = a.shape
-    grouped = group_ends is not None or row_group is not None
+    grouped = group_ends is not None or row_group is not None or group_rows is not None
+    if group_rows is not None and group_row_stride is None:
+        group_row_stride = m // b.shape[0]
     n = b.shape[-2]
     return EmuGemmArgs(
         m, n, k,
@@ -84,7 +89,8 @@ def make_args(a, b, a_scale, b_scale, c, group_ends=None, row_group=None) -> Emu
         SCALE_FORMAT[a_scale.dtype], SCALE_FORMAT[b_scale.dtype],
         b.shape[0] if grouped else 0, b.stride(0) if grouped else 0, b_scale.stride(0) if grouped else 0,
         group_ends.data_ptr() if group_ends is not None else None,
-        row_group.data_ptr() if row_group is not None else None)
+        row_group.data_ptr() if row_group is not None else None,
+        group_rows.data_ptr() if group_rows is not None else None, group_row_stride or 0)
 
 
 GUARD_AFTER_END, GUARD_BEFORE_START = 0, 1
@@ -95,9 +101,11 @@ def set_guard_side(lib, side: int) -> None:
     lib.emu_set_guard_side(side)
 
 
-def run(lib, a, b, a_scale, b_scale, c, config_index: int = -1, group_ends=None, row_group=None) -> tuple[str, EmuStats]:
-    """Runs the emulated launcher into `c` (config_index < 0: the heuristic). Returns (error, stats)."""
-    args = make_args(a, b, a_scale, b_scale, c, group_ends, row_group)
+def run(lib, a, b, a_scale, b_scale, c, config_index: int = -1, group_ends=None, row_group=None, group_rows=None,
+        group_row_stride=None) -> tuple[str, EmuStats]:
+    """Runs the emulated launcher into `c` (config_index < 0: the heuristic). Returns (error, stats).
+    group_row_stride defaults to m / E when group_rows is given."""
+    args = make_args(a, b, a_scale, b_scale, c, group_ends, row_group, group_rows, group_row_stride)
     stats = EmuStats()
     err = ctypes.create_string_buffer(ERR_LEN)
     rc = lib.emu_gemm(ctypes.byref(args), config_index, ctypes.byref(stats), err, ERR_LEN)
