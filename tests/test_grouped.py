@@ -148,15 +148,17 @@ def test_grouped_gemm_leaves_unrouted_rows_alone(kernel, device, mode):
 
 
 @pytest.mark.kernels_ci
-def test_grouped_gemm_masked(kernel, device):
+@pytest.mark.parametrize("counts", [[0, 16, 5, 1], [-3, 40, 5, 16]], ids=["in-range", "clamped"])
+def test_grouped_gemm_masked(kernel, device, counts):
     num_experts, max_m, n, k = 4, 16, 192, 256
     fp8 = fp8_dtypes_for(device)[0]
     b, b_scale = make_moe_weights(num_experts, n, k, device=device, fp8_dtype=fp8, seed=10)
-    masked = [0, 16, 5, 1]
+    # Counts outside [0, max_m] are clamped into it: an expert's rows never reach another expert's block.
+    masked_m = torch.tensor(counts, dtype=torch.int32, device=device)
+    masked = [min(max(c, 0), max_m) for c in counts]
     a_flat, as_flat = reference_quantize_activation(_activation(num_experts * max_m, k, device, seed=11), fp8)
     a, a_scale = a_flat.view(num_experts, max_m, k), as_flat.view(num_experts, max_m, -1)
     out = torch.full((num_experts, max_m, n), float("nan"), dtype=torch.float32, device=device)
-    masked_m = torch.tensor(masked, dtype=torch.int32, device=device)
     kernel.grouped_gemm(a, b, a_scale, b_scale, masked_m=masked_m, out=out)
     for e in range(num_experts):
         if masked[e]:

@@ -143,7 +143,8 @@ def grouped_gemm(
                out [M, N]; rows >= offsets[-1] are not written;
     expert_ids int64/int32 [M], one expert per row: same shapes; rows with ids outside [0, E) are not written;
     masked_m   int32/int64 [E], valid rows per expert (DeepGEMM's masked layout): a [E, max_m, K],
-               a_scale [E, max_m, ceil(K/128)], out [E, max_m, N]; rows >= masked_m[e] are not written.
+               a_scale [E, max_m, ceil(K/128)], out [E, max_m, N]; rows >= masked_m[e] are not written
+               (counts outside [0, max_m] are clamped into it).
     b [E, N, K] FP8; b_scale [E, ceil(N/128), ceil(K/128)]; scales float32 or float8_e8m0fnu (uint8 is
     viewed as UE8M0). out_dtype bf16 (default), fp16 or fp32. Returns `out` (fresh when not given:
     unwritten rows then hold whatever the allocator left there).
