@@ -78,6 +78,22 @@ struct GemmArgs {
   int64_t group_row_stride = 0;
 };
 
+// The routing rules every backend checks the same way for a grouped GEMM (num_groups > 0): exactly one
+// routing, and the masked layout's m = num_groups * group_row_stride. The reason, without the backend's
+// prefix, or empty.
+inline std::string grouped_routing_error(const GemmArgs& args) {
+  const int routings = (args.group_ends != nullptr) + (args.row_group != nullptr) + (args.group_rows != nullptr);
+  if (routings != 1)
+    return "a grouped GEMM needs exactly one of group_ends, row_group and group_rows, got " + std::to_string(routings);
+  if (args.group_rows == nullptr) return {};
+  const int64_t stride = args.group_row_stride;
+  if (stride < 1) return "group_row_stride must be >= 1, got " + std::to_string(stride);
+  if (args.m % stride != 0 || args.m / stride != args.num_groups)
+    return "the masked layout needs m = num_groups * group_row_stride: expected m = " + std::to_string(args.num_groups) +
+           " * " + std::to_string(stride) + ", got " + std::to_string(args.m);
+  return {};
+}
+
 // Activation quantization, per 1 x 128 group along K:
 //   s = amax(group) / max(q_format) (1 for an all-zero group; rounded up to a power of two when
 //   pow2_scale or scale_format == kUE8M0), q = saturate(x / s) rounded to nearest even;

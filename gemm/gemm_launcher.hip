@@ -214,18 +214,12 @@ std::string launch_grouped(const GemmArgs& args, const RocmConfig& config, const
   const std::string where = "ROCm grouped: ";
   if (args.num_groups < 1 || args.num_groups >= kMaxInt32)  // the sort's bins (groups + 1) are int32
     return where + "num_groups must be in [1, 2^31 - 1), got " + std::to_string(args.num_groups);
-  const int routings = (args.group_ends != nullptr) + (args.row_group != nullptr) + (args.group_rows != nullptr);
-  if (routings != 1)
-    return where + "exactly one of group_ends, row_group and group_rows must be set, got " + std::to_string(routings);
+  if (std::string err = grouped_routing_error(args); !err.empty()) return where + err;
   if (config.split_k != 1)
     return where + "grouped GEMMs run unsplit: config.split_k must be 1, got " + std::to_string(config.split_k);
   if (args.m > kMaxInt32) return where + "m must be < 2^31 (int32 row indices), got " + std::to_string(args.m);
   const bool masked = args.group_rows != nullptr;
   const int64_t stride = args.group_row_stride;
-  if (masked && stride < 1) return where + "group_row_stride must be >= 1, got " + std::to_string(stride);
-  if (masked && (args.m % stride != 0 || args.m / stride != args.num_groups))
-    return where + "the masked layout needs m = num_groups * group_row_stride: expected m = " +
-           std::to_string(args.num_groups) + " * " + std::to_string(stride) + ", got " + std::to_string(args.m);
 
   const TileShape& tile = kTiles[config.tile];
   const bool by_row_id = args.row_group != nullptr;

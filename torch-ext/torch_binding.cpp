@@ -369,10 +369,10 @@ constexpr const char* kBackend = "CUDA";
 }
 #endif
 
-// gemm's and quantize's bodies, with the name of the op their errors name.
-void run_gemm(const char* op, at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at::Tensor& a_scale,
-              const at::Tensor& b_scale) {
-  const Problem problem = validate_gemm(op, out, a, b, a_scale, b_scale, false, kFnuzSupported, kBackend);
+// gemm's and quantize's bodies, with the name of the op their errors name; the GEMM's on a problem
+// validate_gemm already checked.
+void launch_dense(const char* op, const Problem& problem, at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
+                  const at::Tensor& a_scale, const at::Tensor& b_scale) {
   if (problem.m == 0) return;  // nothing to compute; backends may assume m >= 1
   on_current_stream(a, [&](void* stream) {
     std::vector<at::Tensor> storage;
@@ -434,7 +434,9 @@ void run_quantize(const char* op, at::Tensor& q, at::Tensor& scale, const at::Te
 
 void gemm_op(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at::Tensor& a_scale,
              const at::Tensor& b_scale) {
-  run_gemm("gemm", out, a, b, a_scale, b_scale);
+  constexpr const char* op = "gemm";
+  launch_dense(op, validate_gemm(op, out, a, b, a_scale, b_scale, false, kFnuzSupported, kBackend), out, a, b,
+               a_scale, b_scale);
 }
 
 void grouped_gemm_op(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at::Tensor& a_scale,
@@ -490,8 +492,7 @@ void linear_op(at::Tensor& out, const at::Tensor& x, const at::Tensor& b, const 
   constexpr const char* op = "linear";
   check_dim(op, x, "x", 2, "[M, K]");
   check_dim(op, b, "b", 2, "[N, K]");
-  in_format(op, x);
-  fp8_format(op, b, "b", kFnuzSupported, kBackend);
+  fp8_format(op, b, "b", kFnuzSupported, kBackend);  // q takes b's format
   check_device(op, b, "b", x, "x");
   TORCH_CHECK_VALUE(x.size(1) == b.size(1), op, ": x must have shape [M, K] with K = b.shape[1] = ", num(b.size(1)),
                     ", got ", shape_str(x));
@@ -499,10 +500,10 @@ void linear_op(at::Tensor& out, const at::Tensor& x, const at::Tensor& b, const 
   const int64_t k_blocks = gemm::ceil_div(x.size(1), gemm::kScaleBlockK);
   at::Tensor q = at::empty(x.sizes(), b.options());
   at::Tensor scale = at::empty({k_blocks, m}, x.options().dtype(at::kFloat)).t();
-  // The gemm checks (b_scale, out) run before anything is launched.
-  validate_gemm(op, out, q, b, scale, b_scale, false, kFnuzSupported, kBackend);
+  // Every check (the GEMM's on b_scale and out, the quantizer's on x) runs before anything is launched.
+  const Problem problem = validate_gemm(op, out, q, b, scale, b_scale, false, kFnuzSupported, kBackend);
   run_quantize(op, q, scale, x, static_scale, pow2_scale);
-  run_gemm(op, out, q, b, scale, b_scale);
+  launch_dense(op, problem, out, q, b, scale, b_scale);
 }
 
 #if !defined(CPU_KERNEL)

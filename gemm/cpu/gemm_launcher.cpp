@@ -136,21 +136,13 @@ std::string plan_segments(const GemmArgs& args, std::vector<Segment>& segments,
   }
   if (args.num_groups < 0)
     return "gemm (CPU): num_groups must be >= 0, got " + std::to_string(args.num_groups);
-  const int routings = (args.group_ends != nullptr) + (args.row_group != nullptr) + (args.group_rows != nullptr);
-  if (routings != 1)
-    return "gemm (CPU): a grouped GEMM needs exactly one of group_ends, row_group and group_rows, got " +
-           std::to_string(routings);
+  if (std::string err = grouped_routing_error(args); !err.empty()) return "gemm (CPU): " + err;
   if (args.row_group != nullptr) {
     segments = segments_from_row_groups(args.row_group, args.m, args.num_groups, row_index);
     return {};
   }
   if (args.group_rows != nullptr) {
-    const int64_t stride = args.group_row_stride;
-    if (stride < 1) return "gemm (CPU): group_row_stride must be >= 1, got " + std::to_string(stride);
-    if (args.m % stride != 0 || args.m / stride != args.num_groups)
-      return "gemm (CPU): the masked layout needs m = num_groups * group_row_stride: expected m = " +
-             std::to_string(args.num_groups) + " * " + std::to_string(stride) + ", got " + std::to_string(args.m);
-    segments = segments_from_group_rows(args.group_rows, args.num_groups, stride);
+    segments = segments_from_group_rows(args.group_rows, args.num_groups, args.group_row_stride);
     return {};
   }
   for (int64_t g = 0, previous = 0; g < args.num_groups; previous = args.group_ends[g++]) {

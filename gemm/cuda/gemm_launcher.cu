@@ -360,11 +360,7 @@ ConfigLauncher grouped_launcher(int config) {
 }
 
 std::string grouped_args_error(const GemmArgs& args) {
-  const int sources = (args.group_ends != nullptr) + (args.row_group != nullptr) + (args.group_rows != nullptr);
-  if (sources != 1) {
-    return "gemm (CUDA): a grouped GEMM needs exactly one of group_ends, row_group and group_rows (got " +
-           std::to_string(sources) + ")";
-  }
+  if (std::string err = grouped_routing_error(args); !err.empty()) return "gemm (CUDA): " + err;
   if (args.num_groups > cuda::kMaxGroups) {
     return "gemm (CUDA): num_groups must be at most " + std::to_string(cuda::kMaxGroups) + " (got " +
            std::to_string(args.num_groups) + ")";
@@ -375,10 +371,6 @@ std::string grouped_args_error(const GemmArgs& args) {
   }
   if (args.a_scale_format != ScaleFormat::kF32) {
     return "gemm (CUDA): a grouped GEMM takes float32 a_scale (UE8M0 is read for b_scale only)";
-  }
-  if (args.group_rows != nullptr && args.m != args.num_groups * args.group_row_stride) {
-    return "gemm (CUDA): the masked layout needs m = num_groups * group_row_stride (expected " +
-           std::to_string(args.num_groups * args.group_row_stride) + ", got " + std::to_string(args.m) + ")";
   }
   return {};
 }

@@ -233,7 +233,7 @@ def test_refusals(lib):
     err, _ = E.run(lib, a, b, a_scale, b_scale, canvas(m, n), SPLIT2, group_ends=ends)
     assert "split_k must be 1, got 2" in err
     err, _ = E.run(lib, a, b, a_scale, b_scale, canvas(m, n), group_ends=ends, row_group=torch.zeros(m, dtype=torch.int64))
-    assert "exactly one of group_ends, row_group and group_rows must be set, got 2" in err
+    assert "needs exactly one of group_ends, row_group and group_rows, got 2" in err
 
 
 def test_count_1000(lib):
@@ -379,4 +379,4 @@ def test_masked_refusals(lib):
     err, _ = E.run(lib, a, b, a_scale, b_scale, canvas(m, n), group_rows=rows, group_row_stride=-16)
     assert "group_row_stride must be >= 1, got -16" in err
     err, _ = E.run(lib, a, b, a_scale, b_scale, canvas(m, n), group_rows=rows, group_ends=ends_of([16, 16]))
-    assert "exactly one of group_ends, row_group and group_rows must be set, got 2" in err
+    assert "needs exactly one of group_ends, row_group and group_rows, got 2" in err
