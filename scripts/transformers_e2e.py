@@ -69,11 +69,14 @@ TINY_CONFIGS = {
 
 # Tolerances, per row of an output (one token over the hidden or vocabulary dimension): minimum cosine
 # similarity and maximum relative L2 error.
-# - Each FP8 module against the float64 reference on the inputs it received in the kernel run:
-#   identical bf16 inputs give identical FP8 codes, so what differs is fp32 accumulation and the
-#   bf16 rounding of the output (2^-9 relative), plus the FP8 codes that rounding flips inside an
-#   experts module (its second matmul quantizes the first one's output).
+# - Each FP8 linear module against the float64 reference on the inputs it received in the kernel
+#   run: identical bf16 inputs give identical FP8 codes, so what differs is fp32 accumulation and
+#   the bf16 rounding of the output (2^-9 relative).
 MODULE_REF64 = (0.9999, 0.02)
+# - An experts module's second matmul quantizes the first one's bf16 output, where a 1-ulp
+#   accumulation difference flips an FP8 code now and then: one flipped code among a row's 128 moves
+#   that row by up to 2^-4 of its largest input, ~1-2 % relative L2 (seen on the H100: 0.99990).
+MODULE_REF64_EXPERTS = (0.9995, 0.04)
 # - Each FP8 module against the same module dequantized to bf16 (no activation quantization), on the
 #   same inputs: e4m3 keeps 3 mantissa bits, a rounding error up to 2^-4 per activation, ~3.6 %
 #   per dot product of random-sign terms, about twice that after two quantized matmuls in a row.
@@ -279,7 +282,10 @@ def quantize_activation_f64(a: torch.Tensor, block_k: int = BLOCK) -> torch.Tens
     row and 1 x block_k group, s = amax / 448 in fp32, q = e4m3(a / s)."""
     k = a.shape[-1]
     groups = torch.nn.functional.pad(a.float(), (0, (-k) % block_k)).unflatten(-1, (-1, block_k))
-    scale = groups.abs().amax(-1, keepdim=True) / FP8_MAX
+    amax = groups.abs().amax(-1, keepdim=True)
+    # A tensor divisor: torch's CUDA division by a Python scalar multiplies by its reciprocal, one ulp
+    # off IEEE division in some groups, which flips FP8 codes the kernel (IEEE) does not.
+    scale = amax / torch.full_like(amax, FP8_MAX)
     q = (groups / scale.clamp_min(1e-12)).to(FP8)
     return (q.to(torch.float64) * scale.to(torch.float64)).flatten(-2)[..., :k]
 
@@ -396,14 +402,17 @@ class ModuleCalls:
             for h in handles:
                 h.remove()
 
-    def compare(self, model, bounds: tuple[float, float], what: str) -> RowErrors:
-        """Each recorded output against `model`'s module on the same inputs; the worst rows."""
+    def compare(self, model, bounds: tuple[float, float], what: str, experts_bounds=None) -> RowErrors:
+        """Each recorded output against `model`'s module on the same inputs (experts modules within
+        `experts_bounds` when given); the worst rows."""
         assert self.calls, "no FP8 module was called"
         modules = dict(model.named_modules())
+        experts = experts_modules(model)
         errors = []
         with torch.no_grad():
             for name, args, kwargs, output in self.calls:
-                errors.append(assert_rows_close(output, modules[name](*args, **kwargs), bounds, f"{what}, {name}"))
+                bound = experts_bounds if experts_bounds is not None and name in experts else bounds
+                errors.append(assert_rows_close(output, modules[name](*args, **kwargs), bound, f"{what}, {name}"))
         return RowErrors(min(e.min_cosine for e in errors), max(e.max_rel_l2 for e in errors),
                          max(e.max_abs_over_max_ref for e in errors))  # fmt: skip
 
@@ -461,7 +470,7 @@ def check_logits(path: Path, device: str, scale_fmt: str, experts_implementation
     expected_call = {"grouped_mm": "grouped_matmul", "batched_mm": "batched_matmul", "eager": "matmul"}
     assert counts["matmul"] > 0 and counts[expected_call[experts_implementation]] > 0, f"kernel calls {counts}"
     with torch.no_grad(), reference_kernel():
-        modules = calls.compare(model, MODULE_REF64, "FP8 module vs float64 reference")
+        modules = calls.compare(model, MODULE_REF64, "FP8 module vs float64 reference", MODULE_REF64_EXPERTS)
         with replay.replay(model):
             ref = model(ids).logits
     whole = assert_rows_close(logits, ref, LOGITS_REF64, "logits vs float64 reference")
