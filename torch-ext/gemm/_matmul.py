@@ -55,11 +55,11 @@ def matmul_2d(
     check_out_dtype(who, "output_dtype", out_dtype)
     static = None if activation_scale is None else static_activation_scale(who, activation_scale)
 
-    x = A.reshape(-1, k)
+    x = A if A.dim() == 2 else A.reshape(-1, k)
     out = torch.empty(x.shape[0], n, dtype=out_dtype, device=A.device)
     # One op quantizes into temporaries and multiplies.
     ops.linear(out, x, B, Bs, static, False)
-    return out.view(*A.shape[:-1], n)
+    return out if A.dim() == 2 else out.view(*A.shape[:-1], n)
 
 
 @torch.library.register_fake(add_op_namespace_prefix("linear"))
