@@ -293,9 +293,17 @@ cudaError_t launch_config(const TensorMaps& maps, const KernelParams& p, int gri
   }
   if (split && (kGrouped || !cuda::splits_k(c))) return cudaErrorInvalidConfiguration;
   constexpr int smem = kGrouped ? cuda::grouped_smem_bytes(c) : cuda::smem_bytes(c);
-  // Set on every launch: cheap, and free of first-call races across threads and devices.
-  const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  if (e != cudaSuccess) return e;
+  // The shared-memory opt-in holds for the device's context: set once per kernel and device (a
+  // couple of us of host time a call otherwise). Threads racing on the first call both set it.
+  static std::atomic<bool> smem_opted_in[2][kMaxDevices] = {};
+  int device = 0;
+  if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+  std::atomic<bool>* opted_in = device >= 0 && device < kMaxDevices ? &smem_opted_in[split][device] : nullptr;
+  if (opted_in == nullptr || !opted_in->load(std::memory_order_acquire)) {
+    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (e != cudaSuccess) return e;
+    if (opted_in != nullptr) opted_in->store(true, std::memory_order_release);
+  }
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(static_cast<unsigned>(grid));
   config.blockDim = dim3(cuda::num_threads(c));
