@@ -7,7 +7,7 @@
 //   __builtin_amdgcn_mfma_f32_32x32x16_fp8_fp8, __builtin_amdgcn_mfma_f32_16x16x32_fp8_fp8,
 //   __builtin_amdgcn_perm (v_perm_b32: the M/N-major byte transpose),
 //   __builtin_amdgcn_readfirstlane (the tile's B scale, equal in every lane, into an SGPR),
-//   __builtin_amdgcn_sched_group_barrier (scheduling only: interleaves LDS writes and VALU with MFMAs)
+//   __builtin_amdgcn_sched_group_barrier (scheduling only: interleaves loads, LDS writes and VALU with MFMAs)
 // Language features (not target builtins): __builtin_bit_cast, _Float16 (fp16 output), clang
 // ext_vector_type vectors, byte offsets into __shared__ arrays. No inline asm, no cross-lane builtins,
 // no buffer loads: out-of-range rows/chunks read a clamped valid address and are zeroed by selects
@@ -18,7 +18,7 @@
 // Per workgroup: a BlockM x BlockN tile of C over the K blocks of one split. A K block of 128 (one
 // scale block) is staged in kBlockK / stage_k LDS stages:
 //   global (16-byte loads K-major; 4-16-byte column loads M/N-major, transposed in registers with
-//   v_perm_b32; e4m3fn folded to fnuz) -> registers, two stages ahead
+//   v_perm_b32; e4m3fn folded to fnuz) -> registers, one stage ahead
 //   -> LDS (rows of stage_k bytes, XOR swizzle: rocm_lds_layout.h; 2 buffers: stage s+1 is written
 //   while stage s is read) -> MFMAs into an fp32 partial that the block's first MFMA starts from zero
 //   -> acc += partial * As[row] * Bs (promotion once per block).
