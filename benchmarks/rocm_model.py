@@ -738,6 +738,12 @@ def report(by_variant: dict[tuple[int, int, bool], dict[int, Instance]], rf: dic
             "  which was fitted on one kernel's access pattern.",
             *(["- The loop path our kernel takes on the challenge layout lies between the fast and the slow path;",
                "  which one the runtime branches select is not derived from the assembly."] if branching else []),
+            "- Latency: the fitted latency is charged once per K step of 128 and workgroup, whatever the prefetch",
+            "  distance, the stages per K step or the waves resident. Its one calibration kernel has one tile, one",
+            "  prefetch depth (loads one 128-K stage ahead) and 2 waves/SIMD, so the fit cannot tell exposed memory",
+            "  latency from per-CU L2/fabric throughput, and a term in prefetch depth or occupancy would be unfitted:",
+            "  none is credited. Our kernel loads half a K block ahead (two stages and barriers per K step); a",
+            "  latency charged per stage would cost it more, not less.",
             "- Stream-K: a partial last round of blocks is charged as a whole round; split-K is the only remedy the",
             "  planner weighs.",
             "- Upstream clang-19, not ROCm's amdclang: RadeonFlow's measured code may differ from what is analysed."]

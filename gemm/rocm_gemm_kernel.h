@@ -7,7 +7,7 @@
 //   __builtin_amdgcn_mfma_f32_32x32x16_fp8_fp8, __builtin_amdgcn_mfma_f32_16x16x32_fp8_fp8,
 //   __builtin_amdgcn_perm (v_perm_b32: the M/N-major byte transpose),
 //   __builtin_amdgcn_readfirstlane (the tile's B scale, equal in every lane, into an SGPR),
-//   __builtin_amdgcn_sched_group_barrier (scheduling only: interleaves LDS writes and VALU with MFMAs)
+//   __builtin_amdgcn_sched_group_barrier (scheduling only: interleaves loads, LDS writes and VALU with MFMAs)
 // Language features (not target builtins): __builtin_bit_cast, _Float16 (fp16 output), clang
 // ext_vector_type vectors, byte offsets into __shared__ arrays. No inline asm, no cross-lane builtins,
 // no buffer loads: out-of-range rows/chunks read a clamped valid address and are zeroed by selects
@@ -18,7 +18,7 @@
 // Per workgroup: a BlockM x BlockN tile of C over the K blocks of one split. A K block of 128 (one
 // scale block) is staged in kBlockK / stage_k LDS stages:
 //   global (16-byte loads K-major; 4-16-byte column loads M/N-major, transposed in registers with
-//   v_perm_b32; e4m3fn folded to fnuz) -> registers, two stages ahead
+//   v_perm_b32; e4m3fn folded to fnuz) -> registers, one stage ahead
 //   -> LDS (rows of stage_k bytes, XOR swizzle: rocm_lds_layout.h; 2 buffers: stage s+1 is written
 //   while stage s is read) -> MFMAs into an fp32 partial that the block's first MFMA starts from zero
 //   -> acc += partial * As[row] * Bs (promotion once per block).
@@ -555,28 +555,41 @@ __global__ __launch_bounds__(kTiles[kTileIndex].threads(), kTiles[kTileIndex].wa
       }
   };
 
-  // One stage (LDS buffer `set`, K-stage s): every fragment of the stage is read (one ds_read_b128
-  // each) at its top and used by a warm-up MFMA, then the global loads of stage `next` go out, then
-  // the other MFMAs run in slices: slice (pair, i) issues those of A fragment i at step pair `pair` against every B
-  // fragment, with a share of the LDS store of stage `next` into the other buffer (last read before
-  // the previous barrier; shares go to the later slices, so the loads have the earlier MFMAs to
-  // arrive) and, in a block's last stage, the promotion of the accumulator row whose last MFMA the
-  // previous slice issued. sched_barrier keeps each slice's instructions together, so that VALU and
-  // LDS work issues between its MFMAs. kEdge: `next` lies in the split's last K block, which may
-  // reach past K.
+  // One stage (LDS buffer `set`, K-stage s). Every fragment of the stage is read at its top (one
+  // ds_read_b128 each, fragment 0 last), so the stage's only LDS wait precedes its first MFMA. Its
+  // MFMAs then run slice by slice (slice (pair, i): A fragment i at step pair `pair` against every B
+  // fragment) in three scheduling regions, each MFMA followed by other instructions of its region:
+  //  - load slices (the first half): the global loads of stage `next` (and the scale loads in a
+  //    block's first stage), as early as the LDS wait allows;
+  //  - middle slices: the scale combination and promotion of a block's last stage (accumulator row
+  //    i once its last MFMA has issued, i.e. in the slice after its last one);
+  //  - store slices (the last quarter, at least one): the LDS store of stage `next` into the other
+  //    buffer (last read before the previous barrier), by when the loads have had most of the stage
+  //    to arrive. The store's VALU work (M/N-major: the byte transpose) outnumbers what its MFMAs
+  //    hide, and could not start earlier, so its region packs kStoreOtherPerMfma after each MFMA.
+  // kEdge: `next` lies in the split's last K block, which may reach past K.
   constexpr int kSlices = kPairs * kSubM;
-  constexpr int kStoreSlices = 1;
-  // sched_group_barrier masks (LLVM AMDGPU: 0x2 VALU, 0x8 MFMA, 0x200 DS write) and how much VALU
-  // one MFMA hides (a 16x16x32 takes 4 issue slots, a 32x32x16 8).
-  constexpr int kSchedValu = 0x2, kSchedMfma = 0x8, kSchedLdsWrite = 0x200;
-  constexpr int kValuPerMfma = kTile.mfma == MfmaKind::k16x16x32 ? 3 : 7;
+  constexpr int kStoreSlices = kSlices / 4 > 1 ? kSlices / 4 : 1;
+  constexpr int kLoadSlices = kSlices / 2 < kSlices - kStoreSlices ? kSlices / 2 : kSlices - kStoreSlices;
+  constexpr int kMfmasPerSlice = kOperandsPerRead * kSubN;
+  static_assert(kLoadSlices >= 1, "a stage has a region for its loads and one for its stores");
+  // sched_group_barrier masks (LLVM AMDGPU SchedGroupMask: 0x8 MFMA; 0x7F6 every other class: VALU,
+  // SALU, VMEM, DS, TRANS) and how many other instructions one MFMA hides (a 16x16x32 occupies the
+  // matrix pipe for 4 issue slots, a 32x32x16 for 8).
+  constexpr int kSchedMfma = 0x8, kSchedOther = 0x7F6;
+  constexpr int kOtherPerMfma = kTile.mfma == MfmaKind::k16x16x32 ? 3 : 7;
+  constexpr int kStoreOtherPerMfma = 2 * kOtherPerMfma;
+  auto interleave = [&](int mfmas, auto others_c) __attribute__((always_inline)) {
+    for (int m = 0; m < mfmas; ++m) {
+      __builtin_amdgcn_sched_group_barrier(kSchedMfma, 1, 0);
+      __builtin_amdgcn_sched_group_barrier(kSchedOther, decltype(others_c)::value, 0);
+    }
+  };
   auto run_stage = [&](auto half_c, auto edge_c, int set, int64_t s, int64_t next, bool has_next)
                        __attribute__((always_inline)) {
     constexpr int kHalf = decltype(half_c)::value;  // stage within its K block
     using Edge = std::integral_constant<bool, decltype(edge_c)::value>;
     constexpr bool kFirst = kHalf == 0, kLast = kHalf == kStagesPerBlock - 1;
-    // A and B fragment 0 of pair 0 are read last, so that the first warm-up MFMA waits for the last
-    // read: one lgkmcnt(0) before the stage's MFMAs, none between them.
     u32x4 b_frag[kSubN][kPairs], a_frag[kSlices];
 #pragma unroll
     for (int pair = 0; pair < kPairs; ++pair)
@@ -589,66 +602,46 @@ __global__ __launch_bounds__(kTiles[kTileIndex].threads(), kTiles[kTileIndex].wa
     b_frag[0][0] = lds_b[set][b_read[0][0]];
     a_frag[0] = lds_a[set][a_read[0][0]];
     __builtin_amdgcn_sched_barrier(0);
-    // The MFMA (pair, i, half, j) into partial[i][j]; a block's first one into each partial starts
-    // from zero. Warm-up: one MFMA per fragment (column 0 of every A fragment, row 0 of every B
-    // fragment) goes before the global loads, so every LDS wait of the stage precedes them and none
-    // queues behind them. This reorders the K steps inside a block's partial, which fp32 sums in
-    // any order; the block is still promoted once.
-    bool started[kSubM][kSubN] = {}, done[kPairs][kSubM][kOperandsPerRead][kSubN] = {};
-    auto mfma = [&](int pair, int i, int half, int j) __attribute__((always_inline)) {
-      partial[i][j] = Op::run(operand(a_frag[pair * kSubM + i], half), operand(b_frag[j][pair], half),
-                              kFirst && !started[i][j] ? Accum{} : partial[i][j]);
-      started[i][j] = true;
-      done[pair][i][half][j] = true;
-    };
-    mfma(0, 0, 0, 0);
-    __builtin_amdgcn_sched_barrier(0);  // the other warm-up MFMAs find their fragments arrived
-#pragma unroll
-    for (int pair = 0; pair < kPairs; ++pair) {
-#pragma unroll
-      for (int i = 0; i < kSubM; ++i)
-        if (!done[pair][i][0][0]) mfma(pair, i, 0, 0);
-#pragma unroll
-      for (int j = 1; j < kSubN; ++j) mfma(pair, 0, 0, j);
-    }
-    // A block of several stages has its scales by its last stage: combined there, before the loads,
-    // so that the promotion waits for no load.
-    if (kLast && !kFirst) apply_b_scale();
-    __builtin_amdgcn_sched_barrier(0);
-    if (kFirst) load_scales(s / kStagesPerBlock);
-    if (has_next) load_stage(Edge{}, next);
-    __builtin_amdgcn_sched_barrier(0);
-#pragma unroll
-    for (int slice = 0; slice < kSlices; ++slice) {
+    auto run_slice = [&](int slice) __attribute__((always_inline)) {
       const int pair = slice / kSubM, i = slice % kSubM;
 #pragma unroll
       for (int half = 0; half < kOperandsPerRead; ++half)
 #pragma unroll
-        for (int j = 0; j < kSubN; ++j)
-          if (!done[pair][i][half][j]) mfma(pair, i, half, j);
-      const int store_slice = slice - (kSlices - kStoreSlices);
-      if (has_next && store_slice >= 0) {
-#pragma unroll
-        for (int piece = store_slice * kStorePieces / kStoreSlices; piece < (store_slice + 1) * kStorePieces / kStoreSlices; ++piece)
-          store_piece(Edge{}, set ^ 1, next, piece);
-        // Between each MFMA of the slice: an LDS store and the VALU work that prepares the next ones.
-#pragma unroll
-        for (int m = 0; m < kOperandsPerRead * kSubN; ++m) {
-          __builtin_amdgcn_sched_group_barrier(kSchedMfma, 1, 0);
-          __builtin_amdgcn_sched_group_barrier(kSchedLdsWrite, 1, 0);
-          __builtin_amdgcn_sched_group_barrier(kSchedValu, kValuPerMfma, 0);
-        }
-      }
+        for (int j = 0; j < kSubN; ++j)  // a block's first MFMA into each partial starts from zero
+          partial[i][j] = Op::run(operand(a_frag[slice], half), operand(b_frag[j][pair], half),
+                                  kFirst && pair == 0 && half == 0 ? Accum{} : partial[i][j]);
+      // the promotion of the row whose last MFMA the previous slice issued
       if (kLast && pair == kPairs - 1 && i > 0) {
         if (kFirst && i == 1) apply_b_scale();
         promote(i - 1);
       }
-      __builtin_amdgcn_sched_barrier(0);
-    }
+    };
+    using Other = std::integral_constant<int, kOtherPerMfma>;
+    using StoreOther = std::integral_constant<int, kStoreOtherPerMfma>;
+    // A block of several stages has its scales by its last stage: combined before its first
+    // promotion, which may come in the load slices.
+    if (kLast && !kFirst) apply_b_scale();
+    if (kFirst) load_scales(s / kStagesPerBlock);
+    if (has_next) load_stage(Edge{}, next);
+#pragma unroll
+    for (int slice = 0; slice < kLoadSlices; ++slice) run_slice(slice);
+    interleave(kLoadSlices * kMfmasPerSlice, Other{});
+    __builtin_amdgcn_sched_barrier(0);
+#pragma unroll
+    for (int slice = kLoadSlices; slice < kSlices - kStoreSlices; ++slice) run_slice(slice);
+    interleave((kSlices - kStoreSlices - kLoadSlices) * kMfmasPerSlice, Other{});
+    __builtin_amdgcn_sched_barrier(0);
+#pragma unroll
+    for (int slice = kSlices - kStoreSlices; slice < kSlices; ++slice) run_slice(slice);
+    if (has_next)
+#pragma unroll
+      for (int piece = 0; piece < kStorePieces; ++piece) store_piece(Edge{}, set ^ 1, next, piece);
     if (kLast) {
       if (kFirst && kSubM == 1) apply_b_scale();
       promote(kSubM - 1);
     }
+    interleave(kStoreSlices * kMfmasPerSlice, StoreOther{});
+    __builtin_amdgcn_sched_barrier(0);  // the stage's MFMAs stay before its barrier
     __syncthreads();
   };
 

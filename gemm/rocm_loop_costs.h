@@ -38,92 +38,92 @@ inline constexpr InstanceCost kLoopCosts[kNumOperandMajors][kNumScaleFormats][kN
     {  // OperandMajor 0
      {  // ScaleFormat 0
       {  // fold false
-       // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)0, false>: 248 VGPR, 0 AGPR, 32768 B LDS
-       {128, 128, 2, 2, {1, 1412.00, 1024, 137}, {1, 1412.00, 1024, 137}},
+       // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)0, false>: 246 VGPR, 0 AGPR, 32768 B LDS
+       {128, 128, 2, 2, {1, 1360.00, 1024, 141}, {1, 1360.00, 1024, 141}},
        // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)0, false>: 166 VGPR, 0 AGPR, 24576 B LDS
-       {64, 128, 2, 2, {1, 1232.00, 512, 98}, {1, 1232.00, 512, 98}},
-       // gemm::rocm::gemm_fp8_kernel<2, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)0, false>: 124 VGPR, 0 AGPR, 32768 B LDS
-       {64, 64, 2, 2, {1, 856.00, 256, 81}, {1, 856.00, 256, 81}},
-       // gemm::rocm::gemm_fp8_kernel<3, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)0, false>: 88 VGPR, 0 AGPR, 24576 B LDS
-       {32, 64, 2, 2, {1, 628.00, 128, 62}, {1, 628.00, 128, 62}},
+       {64, 128, 2, 2, {1, 1256.00, 512, 101}, {1, 1256.00, 512, 101}},
+       // gemm::rocm::gemm_fp8_kernel<2, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)0, false>: 116 VGPR, 0 AGPR, 32768 B LDS
+       {64, 64, 2, 2, {1, 668.00, 256, 85}, {1, 668.00, 256, 85}},
+       // gemm::rocm::gemm_fp8_kernel<3, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)0, false>: 76 VGPR, 0 AGPR, 24576 B LDS
+       {32, 64, 2, 2, {1, 628.00, 128, 64}, {1, 628.00, 128, 64}},
       },
       {  // fold true
-       // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)0, true>: 246 VGPR, 0 AGPR, 32768 B LDS
-       {128, 128, 2, 2, {1, 3276.00, 1024, 613}, {1, 3276.00, 1024, 613}},
-       // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)0, true>: 162 VGPR, 0 AGPR, 24576 B LDS
-       {64, 128, 2, 2, {1, 2712.00, 512, 458}, {1, 2712.00, 512, 458}},
-       // gemm::rocm::gemm_fp8_kernel<2, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)0, true>: 126 VGPR, 0 AGPR, 32768 B LDS
-       {64, 64, 2, 2, {1, 1816.00, 256, 325}, {1, 1816.00, 256, 325}},
-       // gemm::rocm::gemm_fp8_kernel<3, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)0, true>: 88 VGPR, 0 AGPR, 24576 B LDS
-       {32, 64, 2, 2, {1, 1360.00, 128, 242}, {1, 1360.00, 128, 242}},
+       // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)0, true>: 242 VGPR, 0 AGPR, 32768 B LDS
+       {128, 128, 2, 2, {1, 3152.00, 1024, 618}, {1, 3152.00, 1024, 618}},
+       // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)0, true>: 163 VGPR, 0 AGPR, 24576 B LDS
+       {64, 128, 2, 2, {1, 2572.00, 512, 458}, {1, 2572.00, 512, 458}},
+       // gemm::rocm::gemm_fp8_kernel<2, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)0, true>: 120 VGPR, 0 AGPR, 32768 B LDS
+       {64, 64, 2, 2, {1, 1636.00, 256, 326}, {1, 1636.00, 256, 326}},
+       // gemm::rocm::gemm_fp8_kernel<3, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)0, true>: 80 VGPR, 0 AGPR, 24576 B LDS
+       {32, 64, 2, 2, {1, 1332.00, 128, 244}, {1, 1332.00, 128, 244}},
       },
      },
      {  // ScaleFormat 1
       {  // fold false
        // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)0, false>: 248 VGPR, 0 AGPR, 32768 B LDS
-       {128, 128, 2, 2, {1, 1736.00, 1024, 141}, {1, 1736.00, 1024, 141}},
+       {128, 128, 2, 2, {1, 1696.00, 1024, 150}, {1, 1696.00, 1024, 150}},
        // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)0, false>: 170 VGPR, 0 AGPR, 24576 B LDS
-       {64, 128, 2, 2, {1, 1344.00, 512, 103}, {1, 1344.00, 512, 103}},
-       // gemm::rocm::gemm_fp8_kernel<2, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)0, false>: 128 VGPR, 0 AGPR, 32768 B LDS
-       {64, 64, 2, 2, {1, 892.00, 256, 88}, {1, 892.00, 256, 88}},
-       // gemm::rocm::gemm_fp8_kernel<3, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)0, false>: 92 VGPR, 0 AGPR, 24576 B LDS
-       {32, 64, 2, 2, {1, 692.00, 128, 68}, {1, 692.00, 128, 68}},
+       {64, 128, 2, 2, {1, 1348.00, 512, 108}, {1, 1348.00, 512, 108}},
+       // gemm::rocm::gemm_fp8_kernel<2, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)0, false>: 119 VGPR, 0 AGPR, 32768 B LDS
+       {64, 64, 2, 2, {1, 940.00, 256, 90}, {1, 940.00, 256, 90}},
+       // gemm::rocm::gemm_fp8_kernel<3, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)0, false>: 80 VGPR, 0 AGPR, 24576 B LDS
+       {32, 64, 2, 2, {1, 944.00, 128, 69}, {1, 944.00, 128, 69}},
       },
       {  // fold true
-       // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)0, true>: 248 VGPR, 0 AGPR, 32768 B LDS
-       {128, 128, 2, 2, {1, 3592.00, 1024, 619}, {1, 3592.00, 1024, 619}},
-       // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)0, true>: 164 VGPR, 0 AGPR, 24576 B LDS
-       {64, 128, 2, 2, {1, 2780.00, 512, 464}, {1, 2780.00, 512, 464}},
-       // gemm::rocm::gemm_fp8_kernel<2, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)0, true>: 126 VGPR, 0 AGPR, 32768 B LDS
-       {64, 64, 2, 2, {1, 1840.00, 256, 327}, {1, 1840.00, 256, 327}},
-       // gemm::rocm::gemm_fp8_kernel<3, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)0, true>: 92 VGPR, 0 AGPR, 24576 B LDS
-       {32, 64, 2, 2, {1, 1428.00, 128, 247}, {1, 1428.00, 128, 247}},
+       // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)0, true>: 244 VGPR, 0 AGPR, 32768 B LDS
+       {128, 128, 2, 2, {1, 3452.00, 1024, 623}, {1, 3452.00, 1024, 623}},
+       // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)0, true>: 166 VGPR, 0 AGPR, 24576 B LDS
+       {64, 128, 2, 2, {1, 2656.00, 512, 464}, {1, 2656.00, 512, 464}},
+       // gemm::rocm::gemm_fp8_kernel<2, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)0, true>: 121 VGPR, 0 AGPR, 32768 B LDS
+       {64, 64, 2, 2, {1, 1924.00, 256, 332}, {1, 1924.00, 256, 332}},
+       // gemm::rocm::gemm_fp8_kernel<3, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)0, true>: 82 VGPR, 0 AGPR, 24576 B LDS
+       {32, 64, 2, 2, {1, 1664.00, 128, 248}, {1, 1664.00, 128, 248}},
       },
      },
     },
     {  // OperandMajor 1
      {  // ScaleFormat 0
       {  // fold false
-       // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, false>: 243 VGPR, 0 AGPR, 32768 B LDS
-       {128, 128, 2, 2, {1, 1884.00, 1024, 257}, {1, 1884.00, 1024, 257}},
-       // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, false>: 170 VGPR, 0 AGPR, 24576 B LDS
-       {64, 128, 2, 2, {1, 1608.00, 512, 217}, {1, 1608.00, 512, 217}},
-       // gemm::rocm::gemm_fp8_kernel<2, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, false>: 125 VGPR, 0 AGPR, 32768 B LDS
-       {64, 64, 2, 2, {1, 1152.00, 256, 161}, {1, 1152.00, 256, 161}},
-       // gemm::rocm::gemm_fp8_kernel<3, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, false>: 92 VGPR, 0 AGPR, 24576 B LDS
-       {32, 64, 2, 2, {1, 840.00, 128, 133}, {1, 840.00, 128, 133}},
+       // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, false>: 236 VGPR, 0 AGPR, 32768 B LDS
+       {128, 128, 2, 2, {1, 1604.00, 1024, 262}, {1, 1604.00, 1024, 262}},
+       // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, false>: 166 VGPR, 0 AGPR, 24576 B LDS
+       {64, 128, 2, 2, {1, 1512.00, 512, 217}, {1, 1512.00, 512, 217}},
+       // gemm::rocm::gemm_fp8_kernel<2, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, false>: 117 VGPR, 0 AGPR, 32768 B LDS
+       {64, 64, 2, 2, {1, 928.00, 256, 166}, {1, 928.00, 256, 166}},
+       // gemm::rocm::gemm_fp8_kernel<3, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, false>: 88 VGPR, 0 AGPR, 24576 B LDS
+       {32, 64, 2, 2, {1, 824.00, 128, 136}, {1, 824.00, 128, 136}},
       },
       {  // fold true
-       // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, true>: 241 VGPR, 0 AGPR, 32768 B LDS
-       {128, 128, 2, 2, {1, 3796.00, 1024, 744}, {1, 3796.00, 1024, 744}},
-       // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, true>: 160 VGPR, 0 AGPR, 24576 B LDS
-       {64, 128, 2, 2, {1, 3008.00, 512, 590}, {1, 3008.00, 512, 590}},
-       // gemm::rocm::gemm_fp8_kernel<2, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, true>: 123 VGPR, 0 AGPR, 32768 B LDS
-       {64, 64, 2, 2, {1, 2144.00, 256, 398}, {1, 2144.00, 256, 398}},
-       // gemm::rocm::gemm_fp8_kernel<3, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, true>: 94 VGPR, 0 AGPR, 24576 B LDS
-       {32, 64, 2, 2, {1, 1548.00, 128, 314}, {1, 1548.00, 128, 314}},
+       // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, true>: 240 VGPR, 0 AGPR, 32768 B LDS
+       {128, 128, 2, 2, {1, 3596.00, 1024, 762}, {1, 3596.00, 1024, 762}},
+       // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, true>: 156 VGPR, 0 AGPR, 24576 B LDS
+       {64, 128, 2, 2, {1, 2912.00, 512, 585}, {1, 2912.00, 512, 585}},
+       // gemm::rocm::gemm_fp8_kernel<2, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, true>: 117 VGPR, 0 AGPR, 32768 B LDS
+       {64, 64, 2, 2, {1, 1924.00, 256, 416}, {1, 1924.00, 256, 416}},
+       // gemm::rocm::gemm_fp8_kernel<3, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, true>: 90 VGPR, 0 AGPR, 24576 B LDS
+       {32, 64, 2, 2, {1, 1564.00, 128, 320}, {1, 1564.00, 128, 320}},
       },
      },
      {  // ScaleFormat 1
       {  // fold false
-       // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)1, false>: 245 VGPR, 0 AGPR, 32768 B LDS
-       {128, 128, 2, 2, {1, 2196.00, 1024, 262}, {1, 2196.00, 1024, 262}},
-       // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)1, false>: 172 VGPR, 0 AGPR, 24576 B LDS
-       {64, 128, 2, 2, {1, 1916.00, 512, 220}, {1, 1916.00, 512, 220}},
-       // gemm::rocm::gemm_fp8_kernel<2, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)1, false>: 130 VGPR, 0 AGPR, 32768 B LDS
-       {64, 64, 2, 2, {1, 1208.00, 256, 163}, {1, 1208.00, 256, 163}},
-       // gemm::rocm::gemm_fp8_kernel<3, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)1, false>: 95 VGPR, 0 AGPR, 24576 B LDS
-       {32, 64, 2, 2, {1, 1116.00, 128, 135}, {1, 1116.00, 128, 135}},
+       // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)1, false>: 238 VGPR, 0 AGPR, 32768 B LDS
+       {128, 128, 2, 2, {1, 1936.00, 1024, 268}, {1, 1936.00, 1024, 268}},
+       // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)1, false>: 164 VGPR, 0 AGPR, 24576 B LDS
+       {64, 128, 2, 2, {1, 1840.00, 512, 223}, {1, 1840.00, 512, 223}},
+       // gemm::rocm::gemm_fp8_kernel<2, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)1, false>: 119 VGPR, 0 AGPR, 32768 B LDS
+       {64, 64, 2, 2, {1, 1252.00, 256, 168}, {1, 1252.00, 256, 168}},
+       // gemm::rocm::gemm_fp8_kernel<3, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)1, false>: 89 VGPR, 0 AGPR, 24576 B LDS
+       {32, 64, 2, 2, {1, 1108.00, 128, 139}, {1, 1108.00, 128, 139}},
       },
       {  // fold true
-       // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)1, true>: 245 VGPR, 0 AGPR, 32768 B LDS
-       {128, 128, 2, 2, {1, 4092.00, 1024, 747}, {1, 4092.00, 1024, 747}},
-       // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)1, true>: 162 VGPR, 0 AGPR, 24576 B LDS
-       {64, 128, 2, 2, {1, 3188.00, 512, 590}, {1, 3188.00, 512, 590}},
-       // gemm::rocm::gemm_fp8_kernel<2, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)1, true>: 125 VGPR, 0 AGPR, 32768 B LDS
-       {64, 64, 2, 2, {1, 2176.00, 256, 403}, {1, 2176.00, 256, 403}},
-       // gemm::rocm::gemm_fp8_kernel<3, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)1, true>: 96 VGPR, 0 AGPR, 24576 B LDS
-       {32, 64, 2, 2, {1, 1696.00, 128, 315}, {1, 1696.00, 128, 315}},
+       // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)1, true>: 239 VGPR, 0 AGPR, 32768 B LDS
+       {128, 128, 2, 2, {1, 3904.00, 1024, 766}, {1, 3904.00, 1024, 766}},
+       // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)1, true>: 158 VGPR, 0 AGPR, 24576 B LDS
+       {64, 128, 2, 2, {1, 3240.00, 512, 590}, {1, 3240.00, 512, 590}},
+       // gemm::rocm::gemm_fp8_kernel<2, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)1, true>: 123 VGPR, 0 AGPR, 32768 B LDS
+       {64, 64, 2, 2, {1, 2172.00, 256, 413}, {1, 2172.00, 256, 413}},
+       // gemm::rocm::gemm_fp8_kernel<3, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)1, true>: 90 VGPR, 0 AGPR, 24576 B LDS
+       {32, 64, 2, 2, {1, 1748.00, 128, 322}, {1, 1748.00, 128, 322}},
       },
      },
     },
