@@ -657,16 +657,16 @@ __global__ __launch_bounds__(kTiles[kTileIndex].threads(), kTiles[kTileIndex].wa
     };
     using Other = std::integral_constant<int, kOtherPerMfma>;
     using StoreOther = std::integral_constant<int, kStoreOtherPerMfma>;
-    // A block of several stages has its scales by its last stage: combined before its first
-    // promotion, which may come in the load slices.
-    if (kLast && !kFirst) apply_b_scale();
-    // Global loads in the order they are waited for (they return in order): a one-block stage
+    // Global loads in the order they are waited for (they return in order): a one-stage block
     // promotes in the same stage, so its scales go first; a longer block's first stage stores the
     // next stage long before its last stage needs the scales.
     constexpr bool kScalesFirst = kFirst && kLast;
     if (kFirst && kScalesFirst) load_scales(s / kStagesPerBlock);
     if (has_next) load_stage(Edge{}, next);
     if (kFirst && !kScalesFirst) load_scales(s / kStagesPerBlock);
+    // A block of several stages has its scales by its last stage: combined after that stage's loads
+    // are issued (so they leave as soon as the LDS wait allows), before its first promotion.
+    if (kLast && !kFirst) apply_b_scale();
 #pragma unroll
     for (int slice = 0; slice < kLoadSlices; ++slice) run_slice(slice);
     interleave(kLoadSlices * kMfmasPerSlice, Other{});

@@ -38,20 +38,20 @@ inline constexpr InstanceCost kLoopCosts[kNumOperandMajors][kNumScaleFormats][kN
     {  // OperandMajor 0
      {  // ScaleFormat 0
       {  // fold false
-       // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)0, false>: 234 VGPR, 0 AGPR, 32768 B LDS
-       {128, 128, 2, 2, {1, 1332.00, 1024, 150}, {1, 1332.00, 1024, 150}},
-       // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)0, false>: 150 VGPR, 0 AGPR, 24576 B LDS
-       {64, 128, 2, 2, {1, 1216.00, 512, 111}, {1, 1216.00, 512, 111}},
+       // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)0, false>: 240 VGPR, 0 AGPR, 32768 B LDS
+       {128, 128, 2, 2, {1, 1316.00, 1024, 145}, {1, 1316.00, 1024, 145}},
+       // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)0, false>: 154 VGPR, 0 AGPR, 24576 B LDS
+       {64, 128, 2, 2, {1, 1164.00, 512, 112}, {1, 1164.00, 512, 112}},
        // gemm::rocm::gemm_fp8_kernel<2, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)0, false>: 116 VGPR, 0 AGPR, 32768 B LDS
        {64, 64, 2, 2, {1, 668.00, 256, 85}, {1, 668.00, 256, 85}},
        // gemm::rocm::gemm_fp8_kernel<3, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)0, false>: 76 VGPR, 0 AGPR, 24576 B LDS
        {32, 64, 2, 2, {1, 628.00, 128, 64}, {1, 628.00, 128, 64}},
       },
       {  // fold true
-       // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)0, true>: 236 VGPR, 0 AGPR, 32768 B LDS
-       {128, 128, 2, 2, {1, 3116.00, 1024, 623}, {1, 3116.00, 1024, 623}},
-       // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)0, true>: 148 VGPR, 0 AGPR, 24576 B LDS
-       {64, 128, 2, 2, {1, 2496.00, 512, 468}, {1, 2496.00, 512, 468}},
+       // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)0, true>: 240 VGPR, 0 AGPR, 32768 B LDS
+       {128, 128, 2, 2, {1, 3124.00, 1024, 624}, {1, 3124.00, 1024, 624}},
+       // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)0, true>: 153 VGPR, 0 AGPR, 24576 B LDS
+       {64, 128, 2, 2, {1, 2448.00, 512, 468}, {1, 2448.00, 512, 468}},
        // gemm::rocm::gemm_fp8_kernel<2, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)0, true>: 120 VGPR, 0 AGPR, 32768 B LDS
        {64, 64, 2, 2, {1, 1636.00, 256, 326}, {1, 1636.00, 256, 326}},
        // gemm::rocm::gemm_fp8_kernel<3, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)0, true>: 80 VGPR, 0 AGPR, 24576 B LDS
@@ -60,20 +60,20 @@ inline constexpr InstanceCost kLoopCosts[kNumOperandMajors][kNumScaleFormats][kN
      },
      {  // ScaleFormat 1
       {  // fold false
-       // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)0, false>: 236 VGPR, 0 AGPR, 32768 B LDS
-       {128, 128, 2, 2, {1, 1628.00, 1024, 147}, {1, 1628.00, 1024, 147}},
-       // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)0, false>: 146 VGPR, 0 AGPR, 24576 B LDS
-       {64, 128, 2, 2, {1, 1332.00, 512, 112}, {1, 1332.00, 512, 112}},
+       // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)0, false>: 242 VGPR, 0 AGPR, 32768 B LDS
+       {128, 128, 2, 2, {1, 1624.00, 1024, 146}, {1, 1624.00, 1024, 146}},
+       // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)0, false>: 155 VGPR, 0 AGPR, 24576 B LDS
+       {64, 128, 2, 2, {1, 1472.00, 512, 113}, {1, 1472.00, 512, 113}},
        // gemm::rocm::gemm_fp8_kernel<2, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)0, false>: 119 VGPR, 0 AGPR, 32768 B LDS
        {64, 64, 2, 2, {1, 940.00, 256, 90}, {1, 940.00, 256, 90}},
        // gemm::rocm::gemm_fp8_kernel<3, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)0, false>: 80 VGPR, 0 AGPR, 24576 B LDS
        {32, 64, 2, 2, {1, 944.00, 128, 69}, {1, 944.00, 128, 69}},
       },
       {  // fold true
-       // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)0, true>: 234 VGPR, 0 AGPR, 32768 B LDS
-       {128, 128, 2, 2, {1, 3424.00, 1024, 624}, {1, 3424.00, 1024, 624}},
-       // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)0, true>: 150 VGPR, 0 AGPR, 24576 B LDS
-       {64, 128, 2, 2, {1, 2636.00, 512, 469}, {1, 2636.00, 512, 469}},
+       // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)0, true>: 242 VGPR, 0 AGPR, 32768 B LDS
+       {128, 128, 2, 2, {1, 3424.00, 1024, 623}, {1, 3424.00, 1024, 623}},
+       // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)0, true>: 155 VGPR, 0 AGPR, 24576 B LDS
+       {64, 128, 2, 2, {1, 2564.00, 512, 469}, {1, 2564.00, 512, 469}},
        // gemm::rocm::gemm_fp8_kernel<2, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)0, true>: 121 VGPR, 0 AGPR, 32768 B LDS
        {64, 64, 2, 2, {1, 1924.00, 256, 332}, {1, 1924.00, 256, 332}},
        // gemm::rocm::gemm_fp8_kernel<3, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)0, true>: 82 VGPR, 0 AGPR, 24576 B LDS
@@ -84,10 +84,10 @@ inline constexpr InstanceCost kLoopCosts[kNumOperandMajors][kNumScaleFormats][kN
     {  // OperandMajor 1
      {  // ScaleFormat 0
       {  // fold false
-       // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, false>: 249 VGPR, 0 AGPR, 32768 B LDS
-       {128, 128, 2, 2, {1, 1484.00, 1024, 237}, {1, 1484.00, 1024, 237}},
-       // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, false>: 157 VGPR, 0 AGPR, 24576 B LDS
-       {64, 128, 2, 2, {1, 1456.00, 512, 222}, {1, 1456.00, 512, 222}},
+       // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, false>: 250 VGPR, 0 AGPR, 32768 B LDS
+       {128, 128, 2, 2, {1, 1428.00, 1024, 235}, {1, 1428.00, 1024, 235}},
+       // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, false>: 154 VGPR, 0 AGPR, 24576 B LDS
+       {64, 128, 2, 2, {1, 1388.00, 512, 222}, {1, 1388.00, 512, 222}},
        // gemm::rocm::gemm_fp8_kernel<2, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, false>: 114 VGPR, 0 AGPR, 32768 B LDS
        {64, 64, 2, 2, {1, 868.00, 256, 140}, {1, 868.00, 256, 140}},
        // gemm::rocm::gemm_fp8_kernel<3, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, false>: 88 VGPR, 0 AGPR, 24576 B LDS
@@ -95,9 +95,9 @@ inline constexpr InstanceCost kLoopCosts[kNumOperandMajors][kNumScaleFormats][kN
       },
       {  // fold true
        // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, true>: 250 VGPR, 0 AGPR, 32768 B LDS
-       {128, 128, 2, 2, {1, 3424.00, 1024, 730}, {1, 3424.00, 1024, 730}},
+       {128, 128, 2, 2, {1, 3412.00, 1024, 730}, {1, 3412.00, 1024, 730}},
        // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, true>: 149 VGPR, 0 AGPR, 24576 B LDS
-       {64, 128, 2, 2, {1, 2852.00, 512, 591}, {1, 2852.00, 512, 591}},
+       {64, 128, 2, 2, {1, 2796.00, 512, 591}, {1, 2796.00, 512, 591}},
        // gemm::rocm::gemm_fp8_kernel<2, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, true>: 116 VGPR, 0 AGPR, 32768 B LDS
        {64, 64, 2, 2, {1, 1816.00, 256, 382}, {1, 1816.00, 256, 382}},
        // gemm::rocm::gemm_fp8_kernel<3, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, true>: 90 VGPR, 0 AGPR, 24576 B LDS
@@ -107,9 +107,9 @@ inline constexpr InstanceCost kLoopCosts[kNumOperandMajors][kNumScaleFormats][kN
      {  // ScaleFormat 1
       {  // fold false
        // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)1, false>: 251 VGPR, 0 AGPR, 32768 B LDS
-       {128, 128, 2, 2, {1, 1816.00, 1024, 239}, {1, 1816.00, 1024, 239}},
-       // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)1, false>: 159 VGPR, 0 AGPR, 24576 B LDS
-       {64, 128, 2, 2, {1, 1612.00, 512, 221}, {1, 1612.00, 512, 221}},
+       {128, 128, 2, 2, {1, 1732.00, 1024, 235}, {1, 1732.00, 1024, 235}},
+       // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)1, false>: 156 VGPR, 0 AGPR, 24576 B LDS
+       {64, 128, 2, 2, {1, 1532.00, 512, 221}, {1, 1532.00, 512, 221}},
        // gemm::rocm::gemm_fp8_kernel<2, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)1, false>: 116 VGPR, 0 AGPR, 32768 B LDS
        {64, 64, 2, 2, {1, 1168.00, 256, 144}, {1, 1168.00, 256, 144}},
        // gemm::rocm::gemm_fp8_kernel<3, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)1, false>: 89 VGPR, 0 AGPR, 24576 B LDS
@@ -117,9 +117,9 @@ inline constexpr InstanceCost kLoopCosts[kNumOperandMajors][kNumScaleFormats][kN
       },
       {  // fold true
        // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)1, true>: 252 VGPR, 0 AGPR, 32768 B LDS
-       {128, 128, 2, 2, {1, 3724.00, 1024, 724}, {1, 3724.00, 1024, 724}},
+       {128, 128, 2, 2, {1, 3700.00, 1024, 725}, {1, 3700.00, 1024, 725}},
        // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)1, true>: 151 VGPR, 0 AGPR, 24576 B LDS
-       {64, 128, 2, 2, {1, 3020.00, 512, 584}, {1, 3020.00, 512, 584}},
+       {64, 128, 2, 2, {1, 2952.00, 512, 584}, {1, 2952.00, 512, 584}},
        // gemm::rocm::gemm_fp8_kernel<2, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)1, true>: 118 VGPR, 0 AGPR, 32768 B LDS
        {64, 64, 2, 2, {1, 2124.00, 256, 386}, {1, 2124.00, 256, 386}},
        // gemm::rocm::gemm_fp8_kernel<3, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)1, true>: 90 VGPR, 0 AGPR, 24576 B LDS
