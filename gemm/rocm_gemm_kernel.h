@@ -271,7 +271,7 @@ template <int kRows, int kStageK, int kThreads, OperandMajor kMajor, bool kFold>
 struct OperandStager {
   using Access = StageAccess<kRows, kStageK, kThreads>;
   static constexpr bool kMnMajor = kMajor == OperandMajor::kMN;
-  static constexpr int kWords = kMnMajor ? 1 : kChunkBytes / kTransposeBytes;  // per load
+  static constexpr int kWords = (kMnMajor ? Access::kMnRows : kChunkBytes) / kTransposeBytes;  // per load
   static constexpr int kLoads = kMnMajor ? Access::kPieceK : Access::kChunks;  // M/N-major: one per K column
   typedef uint32_t Load __attribute__((ext_vector_type(kWords)));
   typedef uint32_t Piece __attribute__((ext_vector_type(Access::kPieceK / kTransposeBytes)));
@@ -331,22 +331,26 @@ struct OperandStager {
   __device__ __forceinline__ void store_piece(int piece, uint8_t* lds, const OperandView& op, int64_t k0, int64_t k,
                                               int tid) {
     if constexpr (kMnMajor) {
-      uint32_t column[kLoads];
+      uint32_t column[kWords][kLoads];  // [4-row group][K column]
 #pragma unroll
-      for (int i = 0; i < kLoads; ++i) {
-        uint32_t word = data[i][0];
-        if constexpr (kEdge) word = k0 + Access::mn_major_block(tid).k + i < k ? word : 0u;
-        if constexpr (kFold) word = fold_where(word, op.fold_mask);
-        column[i] = word;
-      }
+      for (int i = 0; i < kLoads; ++i)
+#pragma unroll
+        for (int g = 0; g < kWords; ++g) {
+          uint32_t word = data[i][g];
+          if constexpr (kEdge) word = k0 + Access::mn_major_block(tid).k + i < k ? word : 0u;
+          if constexpr (kFold) word = fold_where(word, op.fold_mask);
+          column[g][i] = word;
+        }
       Piece rows[Access::kMnRows];
 #pragma unroll
-      for (int c = 0; c < kLoads / kTransposeBytes; ++c) {  // K columns 4c .. 4c + 3
-        uint32_t four[kTransposeBytes];
-        transpose_4x4(column + c * kTransposeBytes, four);
+      for (int g = 0; g < kWords; ++g)
 #pragma unroll
-        for (int r = 0; r < Access::kMnRows; ++r) rows[r][c] = four[r];
-      }
+        for (int c = 0; c < kLoads / kTransposeBytes; ++c) {  // rows 4g .. 4g + 3, K columns 4c .. 4c + 3
+          uint32_t four[kTransposeBytes];
+          transpose_4x4(column[g] + c * kTransposeBytes, four);
+#pragma unroll
+          for (int r = 0; r < kTransposeBytes; ++r) rows[g * kTransposeBytes + r][c] = four[r];
+        }
 #pragma unroll
       for (int r = 0; r < Access::kMnRows; ++r)
         reinterpret_cast<Piece*>(lds)[Access::mn_major_write(tid, r) / Access::kPieceK] = rows[r];
@@ -502,27 +506,47 @@ __global__ __launch_bounds__(kTiles[kTileIndex].threads(), kTiles[kTileIndex].wa
     b_scale_raw = (b_scale_tile + kb * p.b_scale_stride_k)[b_scale_lane];
   };
 
-  OperandStager<kTile.block_m, kStageK, kThreads, kMajor, kFold> stage_a;
-  OperandStager<kTile.block_n, kStageK, kThreads, kMajor, kFold> stage_b;
-  stage_a.init(a_op, m0, tid);
-  stage_b.init(b_op, n0, tid);
+  // Square M/N-major tiles: each half of the waves stages one operand (the first half A, the second
+  // B; the choice is wave-uniform), 8-row columns of it a thread: half the column loads and address
+  // arithmetic a thread of staging both operands in 4-row columns, for the same transposes and writes.
+  constexpr int kStageThreads = kMajor == OperandMajor::kMN ? kTile.mn_major_stage_threads() : kThreads;
+  constexpr bool kSplitStaging = kStageThreads < kThreads;
+  using StagerA = OperandStager<kTile.block_m, kStageK, kStageThreads, kMajor, kFold>;
+  using StagerB = OperandStager<kTile.block_n, kStageK, kThreads, kMajor, kFold>;  // unused when split
+  StagerA stage_a;  // split: this wave's operand
+  StagerB stage_b;
+  const bool stages_b = kSplitStaging && __builtin_amdgcn_readfirstlane(tid) >= kStageThreads;
+  const int stage_tid = tid % kStageThreads;
+  const OperandView own_op = stages_b ? b_op : a_op;
+  if constexpr (kSplitStaging) {
+    stage_a.init(own_op, stages_b ? n0 : m0, stage_tid);
+  } else {
+    stage_a.init(a_op, m0, tid);
+    stage_b.init(b_op, n0, tid);
+  }
   // Stage s covers K [s * kStageK, (s + 1) * kStageK).
   auto load_stage = [&](auto edge, int64_t s) __attribute__((always_inline)) {
-    stage_a.template load<decltype(edge)::value>(a_op, s * kStageK, p.k, tid);
-    stage_b.template load<decltype(edge)::value>(b_op, s * kStageK, p.k, tid);
+    if constexpr (kSplitStaging) {
+      stage_a.template load<decltype(edge)::value>(own_op, s * kStageK, p.k, stage_tid);
+    } else {
+      stage_a.template load<decltype(edge)::value>(a_op, s * kStageK, p.k, tid);
+      stage_b.template load<decltype(edge)::value>(b_op, s * kStageK, p.k, tid);
+    }
   };
-  using StagerA = decltype(stage_a);
-  using StagerB = decltype(stage_b);
   // Piece `piece` of the LDS store of stage s into buffer `set` (A's pieces first, then B's).
   auto store_piece = [&](auto edge, int set, int64_t s, int piece) __attribute__((always_inline)) {
     constexpr bool kEdge = decltype(edge)::value;
-    if (piece < StagerA::kPieces)
+    if (kSplitStaging)
+      stage_a.template store_piece<kEdge>(
+          piece, stages_b ? reinterpret_cast<uint8_t*>(lds_b[set]) : reinterpret_cast<uint8_t*>(lds_a[set]), own_op,
+          s * kStageK, p.k, stage_tid);
+    else if (piece < StagerA::kPieces)
       stage_a.template store_piece<kEdge>(piece, reinterpret_cast<uint8_t*>(lds_a[set]), a_op, s * kStageK, p.k, tid);
     else
       stage_b.template store_piece<kEdge>(piece - StagerA::kPieces, reinterpret_cast<uint8_t*>(lds_b[set]), b_op,
                                           s * kStageK, p.k, tid);
   };
-  constexpr int kStorePieces = StagerA::kPieces + StagerB::kPieces;
+  constexpr int kStorePieces = StagerA::kPieces + (kSplitStaging ? 0 : StagerB::kPieces);
 
   Accum acc[kSubM][kSubN], partial[kSubM][kSubN];
 #pragma unroll
@@ -542,17 +566,30 @@ __global__ __launch_bounds__(kTiles[kTileIndex].threads(), kTiles[kTileIndex].wa
       for (int e = 0; e < Layout::kAccum; ++e) a_scale[i][e] = a_scale[i][e] * b_scale;
   };
   // In pairs of elements: one v_pk_fma_f32 each (the same fused multiply-add per element).
-  auto promote = [&](int i) __attribute__((always_inline)) {
+  auto promote_with = [&](int i, const float (&multiplier)[Layout::kAccum]) __attribute__((always_inline)) {
     typedef float f32x2 __attribute__((ext_vector_type(2)));
 #pragma unroll
     for (int j = 0; j < kSubN; ++j)
 #pragma unroll
       for (int e = 0; e < Layout::kAccum; e += 2) {
         const f32x2 sum = f32x2{acc[i][j][e], acc[i][j][e + 1]} +
-                          f32x2{partial[i][j][e], partial[i][j][e + 1]} * f32x2{a_scale[i][e], a_scale[i][e + 1]};
+                          f32x2{partial[i][j][e], partial[i][j][e + 1]} * f32x2{multiplier[e], multiplier[e + 1]};
         acc[i][j][e] = sum.x;
         acc[i][j][e + 1] = sum.y;
       }
+  };
+  auto promote = [&](int i) __attribute__((always_inline)) { promote_with(i, a_scale[i]); };
+  // M/N-major blocks of two stages (128x128: 4 MFMA rows): a block's last stage is issue-bound (its
+  // store's transpose) while the next block's first stage waits for its loads with idle middle
+  // slices, so the last kDeferredRows rows are promoted there, before that stage's first MFMAs into
+  // them (their multipliers kept aside: the first stage loads the next block's A scales). K-major
+  // keeps every row in its block (the kept multipliers would spill it).
+  constexpr int kDeferredRows = kMajor == OperandMajor::kMN && kStagesPerBlock > 1 ? kSubM / 2 : 0;
+  constexpr int kPromotedRows = kSubM - kDeferredRows;
+  float deferred_scale[kDeferredRows > 0 ? kDeferredRows : 1][Layout::kAccum];
+  auto promote_deferred = [&]() __attribute__((always_inline)) {
+#pragma unroll
+    for (int d = 0; d < kDeferredRows; ++d) promote_with(kPromotedRows + d, deferred_scale[d]);
   };
 
   // One stage (LDS buffer `set`, K-stage s). Every fragment of the stage is read at its top (one
@@ -585,9 +622,11 @@ __global__ __launch_bounds__(kTiles[kTileIndex].threads(), kTiles[kTileIndex].wa
       __builtin_amdgcn_sched_group_barrier(kSchedOther, decltype(others_c)::value, 0);
     }
   };
-  auto run_stage = [&](auto half_c, auto edge_c, int set, int64_t s, int64_t next, bool has_next)
+  // carried_c: the previous block's deferred rows are still to be promoted (a first stage in the main loop).
+  auto run_stage = [&](auto half_c, auto edge_c, auto carried_c, int set, int64_t s, int64_t next, bool has_next)
                        __attribute__((always_inline)) {
     constexpr int kHalf = decltype(half_c)::value;  // stage within its K block
+    constexpr bool kCarried = decltype(carried_c)::value && kDeferredRows > 0;
     using Edge = std::integral_constant<bool, decltype(edge_c)::value>;
     constexpr bool kFirst = kHalf == 0, kLast = kHalf == kStagesPerBlock - 1;
     u32x4 b_frag[kSubN][kPairs], a_frag[kSlices];
@@ -611,22 +650,28 @@ __global__ __launch_bounds__(kTiles[kTileIndex].threads(), kTiles[kTileIndex].wa
           partial[i][j] = Op::run(operand(a_frag[slice], half), operand(b_frag[j][pair], half),
                                   kFirst && pair == 0 && half == 0 ? Accum{} : partial[i][j]);
       // the promotion of the row whose last MFMA the previous slice issued
-      if (kLast && pair == kPairs - 1 && i > 0) {
+      if (kLast && pair == kPairs - 1 && i > 0 && i - 1 < kPromotedRows) {
         if (kFirst && i == 1) apply_b_scale();
         promote(i - 1);
       }
     };
     using Other = std::integral_constant<int, kOtherPerMfma>;
     using StoreOther = std::integral_constant<int, kStoreOtherPerMfma>;
-    // A block of several stages has its scales by its last stage: combined before its first
-    // promotion, which may come in the load slices.
-    if (kLast && !kFirst) apply_b_scale();
-    if (kFirst) load_scales(s / kStagesPerBlock);
+    // Global loads in the order they are waited for (they return in order): a one-stage block
+    // promotes in the same stage, so its scales go first; a longer block's first stage stores the
+    // next stage long before its last stage needs the scales.
+    constexpr bool kScalesFirst = kFirst && kLast;
+    if (kFirst && kScalesFirst) load_scales(s / kStagesPerBlock);
     if (has_next) load_stage(Edge{}, next);
+    if (kFirst && !kScalesFirst) load_scales(s / kStagesPerBlock);
+    // A block of several stages has its scales by its last stage: combined after that stage's loads
+    // are issued (so they leave as soon as the LDS wait allows), before its first promotion.
+    if (kLast && !kFirst) apply_b_scale();
 #pragma unroll
     for (int slice = 0; slice < kLoadSlices; ++slice) run_slice(slice);
     interleave(kLoadSlices * kMfmasPerSlice, Other{});
     __builtin_amdgcn_sched_barrier(0);
+    if constexpr (kCarried) promote_deferred();
 #pragma unroll
     for (int slice = kLoadSlices; slice < kSlices - kStoreSlices; ++slice) run_slice(slice);
     interleave((kSlices - kStoreSlices - kLoadSlices) * kMfmasPerSlice, Other{});
@@ -638,7 +683,11 @@ __global__ __launch_bounds__(kTiles[kTileIndex].threads(), kTiles[kTileIndex].wa
       for (int piece = 0; piece < kStorePieces; ++piece) store_piece(Edge{}, set ^ 1, next, piece);
     if (kLast) {
       if (kFirst && kSubM == 1) apply_b_scale();
-      promote(kSubM - 1);
+      if constexpr (kDeferredRows == 0) promote(kSubM - 1);
+#pragma unroll
+      for (int d = 0; d < kDeferredRows; ++d)
+#pragma unroll
+        for (int e = 0; e < Layout::kAccum; ++e) deferred_scale[d][e] = a_scale[kPromotedRows + d][e];
     }
     interleave(kStoreSlices * kMfmasPerSlice, StoreOther{});
     __builtin_amdgcn_sched_barrier(0);  // the stage's MFMAs stay before its barrier
@@ -661,25 +710,36 @@ __global__ __launch_bounds__(kTiles[kTileIndex].threads(), kTiles[kTileIndex].wa
     for (int piece = 0; piece < kStorePieces; ++piece) store_piece(std::true_type{}, 0, s_last, piece);
     __syncthreads();
     if constexpr (kStagesPerBlock == 2) {
-      run_stage(Half0{}, std::true_type{}, 0, s_last, s_last + 1, true);
-      run_stage(HalfLast{}, std::false_type{}, 1, s_last + 1, s_regular, has_regular);
+      run_stage(Half0{}, std::true_type{}, std::false_type{}, 0, s_last, s_last + 1, true);
+      run_stage(HalfLast{}, std::false_type{}, std::false_type{}, 1, s_last + 1, s_regular, has_regular);
     } else {
-      run_stage(Half0{}, std::false_type{}, 0, s_last, s_regular, has_regular);
+      run_stage(Half0{}, std::false_type{}, std::false_type{}, 0, s_last, s_regular, has_regular);
     }
   }
   // Main loop: one K block an iteration. Stage v of the split (the last block's stages first) lives
   // in LDS buffer v % 2.
-  const int64_t s_final = s_last - 1;  // the main loop's last stage
-  for (int64_t kb = kb_begin; kb < kb_end - 1; ++kb) {
-    const int64_t s = kb * kStagesPerBlock;
-    if constexpr (kStagesPerBlock == 2) {
-      run_stage(Half0{}, std::false_type{}, 0, s, s + 1, true);
-      run_stage(HalfLast{}, std::false_type{}, 1, s + 1, s + 2 < s_final ? s + 2 : s_final, true);
-    } else {
+  if constexpr (kStagesPerBlock == 2) {
+    // Block and stage numbers in 32 bits (the launcher refuses K above 2^24): the clamp of the next stage
+    // and the loop test are scalar instructions, where 64-bit compares are vector ones. (One-stage
+    // tiles keep 64-bit numbers: their scale addresses then advance by induction, which costs less.)
+    const int32_t s_final = static_cast<int32_t>(s_last - 1);  // the main loop's last stage
+    for (int32_t kb = static_cast<int32_t>(kb_begin); kb < static_cast<int32_t>(kb_end) - 1; ++kb) {
+      const int32_t s = kb * kStagesPerBlock;
+      run_stage(Half0{}, std::false_type{}, std::true_type{}, 0, static_cast<uint32_t>(s), static_cast<uint32_t>(s + 1),
+                true);
+      run_stage(HalfLast{}, std::false_type{}, std::false_type{}, 1, static_cast<uint32_t>(s + 1),
+                static_cast<uint32_t>(s + 2 < s_final ? s + 2 : s_final), true);
+    }
+  } else {
+    const int64_t s_final = s_last - 1;  // the main loop's last stage
+    for (int64_t kb = kb_begin; kb < kb_end - 1; ++kb) {
+      const int64_t s = kb * kStagesPerBlock;
       const int set = static_cast<int>((kb - kb_begin + 1) % kStages);
-      run_stage(Half0{}, std::false_type{}, set, s, s + 1 < s_final ? s + 1 : s_final, true);
+      run_stage(Half0{}, std::false_type{}, std::false_type{}, set, s, s + 1 < s_final ? s + 1 : s_final, true);
     }
   }
+
+  if (kDeferredRows > 0 && kb_begin < kb_end) promote_deferred();  // the last block's
 
   // Epilogue: each lane writes the outputs its accumulators hold (d_of), bounds-checked (tile-local
   // coordinates against the rows and columns left in the tensor).

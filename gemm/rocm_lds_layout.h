@@ -50,16 +50,18 @@ struct StageLayout {
 
 // Which part of a [kRows, kStageK] stage thread `tid` of kThreads stages.
 //  K-major: kChunks 16-byte chunks, chunk i is number tid + i * kThreads in row-major chunk order.
-//  M/N-major: kPieceK K-consecutive columns of kMnRows = 4 consecutive rows (one global load of 4
-//  bytes per column); the register transpose turns them into 4 row pieces of kPieceK bytes (one
-//  ds_write_b64 or ds_write_b32 each). The threads of a chunk's pieces are consecutive, then the row
-//  groups follow: a 16- or 32-lane LDS cycle writes one chunk column of 8 row groups.
+//  M/N-major: kPieceK K-consecutive columns of kMnRows consecutive rows (one global load of kMnRows
+//  bytes per column: 8 when a thread stages 64 bytes, else 4); the register transpose turns them into
+//  kMnRows row pieces of kPieceK bytes (one ds_write_b64 or ds_write_b32 each). The threads of a
+//  chunk's pieces are consecutive, then the row groups follow: a 16- or 32-lane LDS cycle writes one
+//  chunk column of 8 row groups.
 template <int kRows, int kStageK, int kThreads>
 struct StageAccess {
   using Layout = StageLayout<kStageK>;
   static constexpr int kChunks = kRows * kStageK / kChunkBytes / kThreads;
-  static constexpr int kMnRows = 4;
-  static constexpr int kPieceK = kRows * kStageK / kThreads / kMnRows;
+  static constexpr int kThreadBytes = kRows * kStageK / kThreads;
+  static constexpr int kMnRows = kThreadBytes >= 64 ? 8 : 4;
+  static constexpr int kPieceK = kThreadBytes / kMnRows;
   static constexpr int kPiecesPerChunk = kChunkBytes / kPieceK;
   static constexpr int kRowGroups = kRows / kMnRows;
   static_assert(kChunks >= 1 && kChunks * kChunkBytes * kThreads == kRows * kStageK, "K-major: whole chunks per thread");

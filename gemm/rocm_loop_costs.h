@@ -38,20 +38,20 @@ inline constexpr InstanceCost kLoopCosts[kNumOperandMajors][kNumScaleFormats][kN
     {  // OperandMajor 0
      {  // ScaleFormat 0
       {  // fold false
-       // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)0, false>: 246 VGPR, 0 AGPR, 32768 B LDS
-       {128, 128, 2, 2, {1, 1360.00, 1024, 141}, {1, 1360.00, 1024, 141}},
-       // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)0, false>: 166 VGPR, 0 AGPR, 24576 B LDS
-       {64, 128, 2, 2, {1, 1256.00, 512, 101}, {1, 1256.00, 512, 101}},
+       // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)0, false>: 240 VGPR, 0 AGPR, 32768 B LDS
+       {128, 128, 2, 2, {1, 1316.00, 1024, 145}, {1, 1316.00, 1024, 145}},
+       // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)0, false>: 154 VGPR, 0 AGPR, 24576 B LDS
+       {64, 128, 2, 2, {1, 1164.00, 512, 112}, {1, 1164.00, 512, 112}},
        // gemm::rocm::gemm_fp8_kernel<2, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)0, false>: 116 VGPR, 0 AGPR, 32768 B LDS
        {64, 64, 2, 2, {1, 668.00, 256, 85}, {1, 668.00, 256, 85}},
        // gemm::rocm::gemm_fp8_kernel<3, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)0, false>: 76 VGPR, 0 AGPR, 24576 B LDS
        {32, 64, 2, 2, {1, 628.00, 128, 64}, {1, 628.00, 128, 64}},
       },
       {  // fold true
-       // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)0, true>: 242 VGPR, 0 AGPR, 32768 B LDS
-       {128, 128, 2, 2, {1, 3152.00, 1024, 618}, {1, 3152.00, 1024, 618}},
-       // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)0, true>: 163 VGPR, 0 AGPR, 24576 B LDS
-       {64, 128, 2, 2, {1, 2572.00, 512, 458}, {1, 2572.00, 512, 458}},
+       // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)0, true>: 240 VGPR, 0 AGPR, 32768 B LDS
+       {128, 128, 2, 2, {1, 3124.00, 1024, 624}, {1, 3124.00, 1024, 624}},
+       // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)0, true>: 153 VGPR, 0 AGPR, 24576 B LDS
+       {64, 128, 2, 2, {1, 2448.00, 512, 468}, {1, 2448.00, 512, 468}},
        // gemm::rocm::gemm_fp8_kernel<2, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)0, true>: 120 VGPR, 0 AGPR, 32768 B LDS
        {64, 64, 2, 2, {1, 1636.00, 256, 326}, {1, 1636.00, 256, 326}},
        // gemm::rocm::gemm_fp8_kernel<3, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)0, true>: 80 VGPR, 0 AGPR, 24576 B LDS
@@ -60,20 +60,20 @@ inline constexpr InstanceCost kLoopCosts[kNumOperandMajors][kNumScaleFormats][kN
      },
      {  // ScaleFormat 1
       {  // fold false
-       // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)0, false>: 248 VGPR, 0 AGPR, 32768 B LDS
-       {128, 128, 2, 2, {1, 1696.00, 1024, 150}, {1, 1696.00, 1024, 150}},
-       // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)0, false>: 170 VGPR, 0 AGPR, 24576 B LDS
-       {64, 128, 2, 2, {1, 1348.00, 512, 108}, {1, 1348.00, 512, 108}},
+       // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)0, false>: 242 VGPR, 0 AGPR, 32768 B LDS
+       {128, 128, 2, 2, {1, 1624.00, 1024, 146}, {1, 1624.00, 1024, 146}},
+       // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)0, false>: 155 VGPR, 0 AGPR, 24576 B LDS
+       {64, 128, 2, 2, {1, 1472.00, 512, 113}, {1, 1472.00, 512, 113}},
        // gemm::rocm::gemm_fp8_kernel<2, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)0, false>: 119 VGPR, 0 AGPR, 32768 B LDS
        {64, 64, 2, 2, {1, 940.00, 256, 90}, {1, 940.00, 256, 90}},
        // gemm::rocm::gemm_fp8_kernel<3, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)0, false>: 80 VGPR, 0 AGPR, 24576 B LDS
        {32, 64, 2, 2, {1, 944.00, 128, 69}, {1, 944.00, 128, 69}},
       },
       {  // fold true
-       // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)0, true>: 244 VGPR, 0 AGPR, 32768 B LDS
-       {128, 128, 2, 2, {1, 3452.00, 1024, 623}, {1, 3452.00, 1024, 623}},
-       // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)0, true>: 166 VGPR, 0 AGPR, 24576 B LDS
-       {64, 128, 2, 2, {1, 2656.00, 512, 464}, {1, 2656.00, 512, 464}},
+       // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)0, true>: 242 VGPR, 0 AGPR, 32768 B LDS
+       {128, 128, 2, 2, {1, 3424.00, 1024, 623}, {1, 3424.00, 1024, 623}},
+       // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)0, true>: 155 VGPR, 0 AGPR, 24576 B LDS
+       {64, 128, 2, 2, {1, 2564.00, 512, 469}, {1, 2564.00, 512, 469}},
        // gemm::rocm::gemm_fp8_kernel<2, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)0, true>: 121 VGPR, 0 AGPR, 32768 B LDS
        {64, 64, 2, 2, {1, 1924.00, 256, 332}, {1, 1924.00, 256, 332}},
        // gemm::rocm::gemm_fp8_kernel<3, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)0, true>: 82 VGPR, 0 AGPR, 24576 B LDS
@@ -84,44 +84,44 @@ inline constexpr InstanceCost kLoopCosts[kNumOperandMajors][kNumScaleFormats][kN
     {  // OperandMajor 1
      {  // ScaleFormat 0
       {  // fold false
-       // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, false>: 236 VGPR, 0 AGPR, 32768 B LDS
-       {128, 128, 2, 2, {1, 1604.00, 1024, 262}, {1, 1604.00, 1024, 262}},
-       // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, false>: 166 VGPR, 0 AGPR, 24576 B LDS
-       {64, 128, 2, 2, {1, 1512.00, 512, 217}, {1, 1512.00, 512, 217}},
-       // gemm::rocm::gemm_fp8_kernel<2, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, false>: 117 VGPR, 0 AGPR, 32768 B LDS
-       {64, 64, 2, 2, {1, 928.00, 256, 166}, {1, 928.00, 256, 166}},
+       // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, false>: 250 VGPR, 0 AGPR, 32768 B LDS
+       {128, 128, 2, 2, {1, 1428.00, 1024, 235}, {1, 1428.00, 1024, 235}},
+       // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, false>: 154 VGPR, 0 AGPR, 24576 B LDS
+       {64, 128, 2, 2, {1, 1388.00, 512, 222}, {1, 1388.00, 512, 222}},
+       // gemm::rocm::gemm_fp8_kernel<2, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, false>: 114 VGPR, 0 AGPR, 32768 B LDS
+       {64, 64, 2, 2, {1, 868.00, 256, 140}, {1, 868.00, 256, 140}},
        // gemm::rocm::gemm_fp8_kernel<3, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, false>: 88 VGPR, 0 AGPR, 24576 B LDS
        {32, 64, 2, 2, {1, 824.00, 128, 136}, {1, 824.00, 128, 136}},
       },
       {  // fold true
-       // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, true>: 240 VGPR, 0 AGPR, 32768 B LDS
-       {128, 128, 2, 2, {1, 3596.00, 1024, 762}, {1, 3596.00, 1024, 762}},
-       // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, true>: 156 VGPR, 0 AGPR, 24576 B LDS
-       {64, 128, 2, 2, {1, 2912.00, 512, 585}, {1, 2912.00, 512, 585}},
-       // gemm::rocm::gemm_fp8_kernel<2, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, true>: 117 VGPR, 0 AGPR, 32768 B LDS
-       {64, 64, 2, 2, {1, 1924.00, 256, 416}, {1, 1924.00, 256, 416}},
+       // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, true>: 250 VGPR, 0 AGPR, 32768 B LDS
+       {128, 128, 2, 2, {1, 3412.00, 1024, 730}, {1, 3412.00, 1024, 730}},
+       // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, true>: 149 VGPR, 0 AGPR, 24576 B LDS
+       {64, 128, 2, 2, {1, 2796.00, 512, 591}, {1, 2796.00, 512, 591}},
+       // gemm::rocm::gemm_fp8_kernel<2, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, true>: 116 VGPR, 0 AGPR, 32768 B LDS
+       {64, 64, 2, 2, {1, 1816.00, 256, 382}, {1, 1816.00, 256, 382}},
        // gemm::rocm::gemm_fp8_kernel<3, (gemm::ScaleFormat)0, false, (gemm::rocm::OperandMajor)1, true>: 90 VGPR, 0 AGPR, 24576 B LDS
        {32, 64, 2, 2, {1, 1564.00, 128, 320}, {1, 1564.00, 128, 320}},
       },
      },
      {  // ScaleFormat 1
       {  // fold false
-       // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)1, false>: 238 VGPR, 0 AGPR, 32768 B LDS
-       {128, 128, 2, 2, {1, 1936.00, 1024, 268}, {1, 1936.00, 1024, 268}},
-       // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)1, false>: 164 VGPR, 0 AGPR, 24576 B LDS
-       {64, 128, 2, 2, {1, 1840.00, 512, 223}, {1, 1840.00, 512, 223}},
-       // gemm::rocm::gemm_fp8_kernel<2, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)1, false>: 119 VGPR, 0 AGPR, 32768 B LDS
-       {64, 64, 2, 2, {1, 1252.00, 256, 168}, {1, 1252.00, 256, 168}},
+       // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)1, false>: 251 VGPR, 0 AGPR, 32768 B LDS
+       {128, 128, 2, 2, {1, 1732.00, 1024, 235}, {1, 1732.00, 1024, 235}},
+       // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)1, false>: 156 VGPR, 0 AGPR, 24576 B LDS
+       {64, 128, 2, 2, {1, 1532.00, 512, 221}, {1, 1532.00, 512, 221}},
+       // gemm::rocm::gemm_fp8_kernel<2, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)1, false>: 116 VGPR, 0 AGPR, 32768 B LDS
+       {64, 64, 2, 2, {1, 1168.00, 256, 144}, {1, 1168.00, 256, 144}},
        // gemm::rocm::gemm_fp8_kernel<3, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)1, false>: 89 VGPR, 0 AGPR, 24576 B LDS
        {32, 64, 2, 2, {1, 1108.00, 128, 139}, {1, 1108.00, 128, 139}},
       },
       {  // fold true
-       // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)1, true>: 239 VGPR, 0 AGPR, 32768 B LDS
-       {128, 128, 2, 2, {1, 3904.00, 1024, 766}, {1, 3904.00, 1024, 766}},
-       // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)1, true>: 158 VGPR, 0 AGPR, 24576 B LDS
-       {64, 128, 2, 2, {1, 3240.00, 512, 590}, {1, 3240.00, 512, 590}},
-       // gemm::rocm::gemm_fp8_kernel<2, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)1, true>: 123 VGPR, 0 AGPR, 32768 B LDS
-       {64, 64, 2, 2, {1, 2172.00, 256, 413}, {1, 2172.00, 256, 413}},
+       // gemm::rocm::gemm_fp8_kernel<0, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)1, true>: 252 VGPR, 0 AGPR, 32768 B LDS
+       {128, 128, 2, 2, {1, 3700.00, 1024, 725}, {1, 3700.00, 1024, 725}},
+       // gemm::rocm::gemm_fp8_kernel<1, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)1, true>: 151 VGPR, 0 AGPR, 24576 B LDS
+       {64, 128, 2, 2, {1, 2952.00, 512, 584}, {1, 2952.00, 512, 584}},
+       // gemm::rocm::gemm_fp8_kernel<2, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)1, true>: 118 VGPR, 0 AGPR, 32768 B LDS
+       {64, 64, 2, 2, {1, 2124.00, 256, 386}, {1, 2124.00, 256, 386}},
        // gemm::rocm::gemm_fp8_kernel<3, (gemm::ScaleFormat)1, false, (gemm::rocm::OperandMajor)1, true>: 90 VGPR, 0 AGPR, 24576 B LDS
        {32, 64, 2, 2, {1, 1748.00, 128, 322}, {1, 1748.00, 128, 322}},
       },

@@ -43,6 +43,9 @@ struct TileShape {
     const int by_waves = kSimdsPerCu * kMaxWavesPerSimd / (threads() / kWaveSize);
     return by_lds < by_waves ? by_lds : by_waves;
   }
+  // Threads that stage one M/N-major operand: in a square tile, each half of the waves stages one
+  // operand (8-row columns a thread, half the column loads); otherwise every thread stages both.
+  constexpr int mn_major_stage_threads() const { return block_m == block_n ? threads() / 2 : threads(); }
   constexpr int waves_per_simd() const { return blocks_per_cu() * (threads() / kWaveSize) / kSimdsPerCu; }
   // Design target checked by scripts/rocm/compile_check.py and passed to the compiler
   // (__launch_bounds__): the register file must admit the occupancy LDS already allows, so

@@ -58,12 +58,15 @@ void operand(const char* name, int rows_per_wave) {
       for (int lane = 0; lane < cdna3::kWaveSize; ++lane) std::printf(" %d", Access::k_major_write(wave * cdna3::kWaveSize + lane, i));
       std::printf("\n");
     }
-    for (int r = 0; r < Access::kMnRows; ++r) {
-      std::printf("%d %s mn_major_write %d %d", kTile, name, Access::kPieceK, stage_bytes);
-      for (int lane = 0; lane < cdna3::kWaveSize; ++lane) std::printf(" %d", Access::mn_major_write(wave * cdna3::kWaveSize + lane, r));
+  }
+  // M/N-major writes: the waves that stage this operand (mn_major_stage_threads), as the kernel numbers them.
+  using MnAccess = StageAccess<kRows, t.stage_k, t.mn_major_stage_threads()>;
+  for (int wave = 0; wave < t.mn_major_stage_threads() / cdna3::kWaveSize; ++wave)
+    for (int r = 0; r < MnAccess::kMnRows; ++r) {
+      std::printf("%d %s mn_major_write %d %d", kTile, name, MnAccess::kPieceK, stage_bytes);
+      for (int lane = 0; lane < cdna3::kWaveSize; ++lane) std::printf(" %d", MnAccess::mn_major_write(wave * cdna3::kWaveSize + lane, r));
       std::printf("\n");
     }
-  }
 }
 
 template <int kTile>
