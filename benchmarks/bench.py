@@ -9,6 +9,7 @@ import json
 import os
 import platform
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -248,6 +249,18 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
+
+# A list of numbers, one per line as json.dumps(indent=...) writes it.
+_NUMBER_LIST = re.compile(r"\[\n\s*(-?[0-9][0-9.eE+-]*(?:,\n\s*-?[0-9][0-9.eE+-]*)*)\n\s*\]")
+
+
+def results_json(results: dict) -> str:
+    """The run as indented JSON, with the per-iteration samples on one line each: a curated run stays
+    readable and small enough to commit."""
+    text = json.dumps(results, indent=1, default=str)
+    return _NUMBER_LIST.sub(lambda m: "[" + ", ".join(v.strip() for v in m.group(1).split(",")) + "]", text)
+
+
 def main(argv=None, extra_peers=()):
     """Runs the benchmark; returns the results dict. `extra_peers`: Peer instances to add (tests use it)."""
     args = parse_args(argv)
@@ -328,7 +341,7 @@ def main(argv=None, extra_peers=()):
     plot_path = args.plot or (out_dir / "plot.png" if out_dir else None)
     table = report.markdown(results)
     if json_path:
-        Path(json_path).write_text(json.dumps(results, indent=1, default=str))
+        Path(json_path).write_text(results_json(results))
     if out_dir:
         (out_dir / "table.md").write_text(table)
     if plot_path:
