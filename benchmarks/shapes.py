@@ -159,7 +159,7 @@ DEFAULT_SETS = {kind: [name for suite in SUITES.values() for name in suite[kind]
 H200_SMS = 132
 
 CONFIG_SHAPES = [
-    (64, 2112, 7168),  # K split over 2-CTA clusters
+    (64, 2112, 7168),  # K split over 3-CTA clusters
     (64, 576, 7168),  # K split over 4-CTA clusters
     (64, 24576, 1536),
     (64, 32768, 512),
@@ -173,10 +173,11 @@ CONFIG_SHAPES = [
     (4096, 7168, 2048),
     (6144, 4096, 512),
     (1024, 576, 7168),
-    (4096, 7168, 16384),  # whole waves of 192x128 tiles plus a stream-K region of 44 tiles
+    (4096, 7168, 16384),  # whole waves of 2-CTA 128x128 cluster tiles plus a stream-K region of 38
     (6144, 576, 7168),  # 256x128 (two slabs a warpgroup): 120 tiles, one wave
-    (4096, 4096, 7168),  # 256x128: 512 tiles, 3.9 waves
+    (4096, 4096, 7168),  # 128x128 tiles in 2-CTA clusters: 512 cluster tiles, 7.8 waves
     (2048, 5120, 7168),  # 128x128 tiles in 2-CTA clusters (A multicast)
+    (128, 2112, 16384),  # all stream-K: 66 64x64 tiles' K blocks over 132 CTAs
 ]
 
 # Ragged shapes: M, N, K not multiples of the tiles or of 128, K % 16 != 0 (repack path).

@@ -20,16 +20,19 @@ namespace gemm::cuda {
 constexpr int kMinStreamKIters = 8;
 
 // Model constants, fitted to timings of every forced plan (each config, whole tiles, stream-K and K
-// splits) on an H200 (docs/cuda.md). Tensor rate per SM under the power cap, for one, two and three
-// math warpgroups (the more warpgroups, the better their wgmmas cover each other's promotions).
-constexpr double kSmFlopsPerUs[kMaxMathWarpgroups] = {6.0e6, 10.0e6, 10.5e6};
+// splits) of 141 shapes on an H100 (tests/cuda/planner_timings.jsonl, docs/cuda.md). Tensor rate per SM
+// under the power cap, for one, two and three math warpgroups.
+constexpr double kSmFlopsPerUs[kMaxMathWarpgroups] = {6.0e6, 10.3e6, 10.2e6};
 // Two warpgroups of two slabs (256x128): about the two-warpgroup rate, and a unit ends with four staged
 // stores a warpgroup, so small-K shapes keep 128x128 tiles.
-constexpr double kSmFlopsPerUsTwoSlabs = 9.75e6;
-constexpr double kTwoSlabUnitOverheadUs = 0.6;
+constexpr double kSmFlopsPerUsTwoSlabs = 10.0e6;
+constexpr double kTwoSlabUnitOverheadUs = 1.2;
 constexpr double sm_flops_per_us(const TileConfig& c) {
   return c.slabs > 1 ? kSmFlopsPerUsTwoSlabs : kSmFlopsPerUs[num_math_warpgroups(c) - 1];
 }
+// A narrow wgmma re-reads A more per FLOP: a K block of a BLOCK_N-wide tile costs as if it were
+// kNarrowTileCols columns wider.
+constexpr double kNarrowTileCols = 13.6;
 // Drain + epilogue per unit.
 constexpr double unit_overhead_us(const TileConfig& c) {
   return c.slabs > 1 ? kTwoSlabUnitOverheadUs : num_math_warpgroups(c) == 1 ? 0.1 : 0.2;
@@ -39,25 +42,29 @@ constexpr int cta_stage_load_bytes(const TileConfig& c) { return (c.block_m / c.
 // The rate at which a CTA takes in its stage_bytes per K block from L2.
 constexpr double kSmBytesPerUs = 70.0e3;
 // 2-CTA clusters (A multicast): K blocks slightly faster than 128x128 on long K, slower on short K,
-// and a fixed cost per launch, so they are planned only for long runs.
+// and a fixed cost per launch (which also absorbs their slower short runs), so they are planned only
+// for long runs.
 constexpr double kClusterKBlockTime = 0.99;
-constexpr double kClusterFixedUs = 3.0;
+constexpr double kClusterFixedUs = 8.3;
 // A CTA streams what no other CTA reads (the B tiles of a one-M-block decode shape) from DRAM at this
 // rate.
-constexpr double kSmDramBytesPerUs = 46.0e3;
-constexpr double kL2Bytes = 50.0 * 1024 * 1024;  // H200
-constexpr double kDramBytesPerUs = 3.0e6;         // whole-GPU streaming rate of decode shapes
+constexpr double kSmDramBytesPerUs = 39.0e3;
+// A 128+-row tile on a problem of one M block streams B through half the CTAs that 64-row tiles would
+// put on it, and measured 1.1-1.2x slower than them on the decode shapes of the H100 data.
+constexpr double kOneMBlockStream = 1.5;
+constexpr double kL2Bytes = 50.0 * 1024 * 1024;  // H100 and H200
+constexpr double kDramBytesPerUs = 2.47e6;        // whole-GPU streaming rate of decode shapes
 // Stream-K adds to its share of K blocks a fixed cost (the flag reset before the launch, the head's
 // wait) and, on the critical path, one partial written by a later piece and those its head reads back
 // at kFixupBytesPerUs per SM. The rate is low because it also absorbs the extra cycles stream-K CTAs
 // pay per K block, so all-stream-K plans run only where whole tiles leave most SMs idle.
-constexpr double kStreamKFixedUs = 2.4;
-constexpr double kFixupBytesPerUs = 21.0e3;
+constexpr double kStreamKFixedUs = 6.35;
+constexpr double kFixupBytesPerUs = 10.5e3;
 // A stream-K region that follows whole waves (its pieces are the last unit of every CTA) is cheaper
-// than the all-stream-K plans those constants were fitted to: its K blocks take 1.16x the cycles of
-// whole-tile ones, and its heads read later pieces at about 64 KB/us.
-constexpr double kTailSkKBlockTime = 1.16;
-constexpr double kTailFixupBytesPerUs = 64.0e3;
+// than the all-stream-K plans those constants were fitted to: its K blocks cost 1.41x whole-tile ones
+// (ncu counts 1.16x the cycles; the rest is the heads' waits), and its heads read later pieces faster.
+constexpr double kTailSkKBlockTime = 1.41;
+constexpr double kTailFixupBytesPerUs = 90.0e3;
 
 // A K split gives each CTA a share of at least kMinSplitKBlocks K blocks (a share is a pipeline fill, a
 // partial and two cluster barriers). Splits paid only on problems of at most a quarter of the SMs'
@@ -67,7 +74,7 @@ constexpr double kTailFixupBytesPerUs = 64.0e3;
 constexpr int kMinSplitKBlocks = 4;
 constexpr int kKSplitSmsPerTile = 4;            // a split needs at most SMs / 4 64x64 tiles of output
 constexpr double kKSplitMaxSmFraction = 0.55;  // and runs on at most this share of the SMs
-constexpr double kKSplitRankUs = 1.2;
+constexpr double kKSplitRankUs = 0.84;
 
 // What the planner knows of the GPU: SMs, and how many clusters of each size fit at once
 // (cudaOccupancyMaxActiveClusters: fewer than SMs / size where GPCs do not divide evenly).
@@ -188,7 +195,7 @@ inline Plan make_plan(int config, bool stream_k, int k_split, int64_t m, int64_t
   const double units_per_cta = waves + (p.stream_k() ? std::min<double>(s.sk_max_pieces, 2.0) : 0.0);
   const double cluster_factor = c.cluster_n > 1 ? kClusterKBlockTime : 1.0;
   const double compute = kb_per_cta * 2.0 * c.block_m * c.block_n * kBlockK / sm_flops_per_us(c) *
-                         (1.0 + 16.0 / c.block_n) * cluster_factor;  // narrow wgmma re-reads A more per FLOP
+                         (1.0 + kNarrowTileCols / c.block_n) * cluster_factor;
   const double unique = static_cast<double>(m * k + n * k + m * n * out_bytes);
   // The share of the loaded bytes that comes from DRAM (read by one CTA only) streams slower.
   const double loaded = static_cast<double>(tiles) * c.cluster_n * s.kblocks * cta_stage_load_bytes(c);  // any split
@@ -196,7 +203,8 @@ inline Plan make_plan(int config, bool stream_k, int k_split, int64_t m, int64_t
   if (!p.stream_k()) p.wave_fill = static_cast<double>(s.dp_tiles) / (waves * p.grid);
   const double from_dram = std::min(1.0, static_cast<double>(m * k + n * k) / loaded);
   const double stream = kb_per_cta * cta_stage_load_bytes(c) * cluster_factor *
-                        (from_dram / kSmDramBytesPerUs + (1.0 - from_dram) / kSmBytesPerUs);
+                        (from_dram / kSmDramBytesPerUs + (1.0 - from_dram) / kSmBytesPerUs) *
+                        (c.block_m > hopper::kWgmmaM && m <= c.block_m ? kOneMBlockStream : 1.0);
   // At most one later piece per range: an fp32 tile written to L2 and read back by its head.
   const double tile_partial_bytes = static_cast<double>(c.block_m) * c.block_n * sizeof(float);  // per CTA
   const double partials =

@@ -96,7 +96,7 @@ def test_scale_path_shapes_take_their_path(probe, path):
 
 def measured_plan_losses(probe: Path) -> list[tuple[float, tuple[int, int, int], str, str]]:
     """(time of the planner's plan / fastest forced plan, shape, plan, fastest) for every shape of
-    planner_timings.jsonl whose planned plan was timed. Its rows are H200 times (us) keyed by forced plan
+    planner_timings.jsonl whose planned plan was timed. Its rows are H100 times (us) keyed by forced plan
     "CONFIG/STREAM_K[/K_SPLIT]": the data the model constants of planner.h were fitted to."""
     rows = [json.loads(line) for line in (Path(__file__).parent / "planner_timings.jsonl").read_text().splitlines()]
     shapes = sorted({(r["m"], r["n"], r["k"]) for r in rows})
@@ -119,7 +119,7 @@ def measured_plan_losses(probe: Path) -> list[tuple[float, tuple[int, int, int],
 
 
 def test_plans_within_measured_best(probe):
-    """The planner against H200 timings of every forced plan: its plans stay within 1 % of the fastest
+    """The planner against H100 timings of every forced plan: its plans stay within 1 % of the fastest
     measured ones on average and 10 % on any shape. A change to the model that fails this needs new
     measurements, not new thresholds; so does a kernel change that makes these timings stale."""
     losses = measured_plan_losses(probe)
