@@ -6,7 +6,10 @@
 //    contiguous bytes. Bandwidth-bound: the arithmetic is a few instructions per byte loaded;
 //  - numerics are the contract's, bit for bit the Python reference's: s = amax / 448 in fp32 (IEEE
 //    division), 1 for an all-zero group, optionally the least power of two >= s (exact, by bits), and
-//    q = x / s in fp32 rounded to nearest even with saturation to +-448 (cvt .satfinite);
+//    q = x / s in fp32 rounded to nearest even with saturation to +-448 (cvt .satfinite). The division
+//    by the group's s is one multiply by 1/s and one correction (quotient_rn below), three instructions
+//    an element where IEEE division takes about ten, which kept the kernel short of DRAM bandwidth;
+//  - a warp finds its row and groups by a multiply-shift (TaskDivider), not a 64-bit division;
 //  - ragged K reads zeros past the row (the last group is zero-padded); misaligned rows take the
 //    element-wise loads and stores.
 #pragma once
@@ -35,12 +38,27 @@ constexpr int kQuantStoreBytes = kQuantElemsPerLane;    // one FP8 byte per elem
 constexpr float kE4m3fnMax = 448.0f;
 static_assert(kQuantLanesPerGroup * kQuantGroupsPerWarp == hopper::kWarpSize, "whole groups per warp");
 
+// n / d for every 32-bit n by a multiply-high and a shift (round-up method: magic = 2^32 (2^l - d) / d
+// + 1 with l = ceil(log2 d)), for a divisor fixed at launch.
+struct TaskDivider {
+  uint32_t magic = 0, shift = 0;
+  TaskDivider() = default;
+  explicit TaskDivider(uint32_t d) {
+    while ((uint64_t{1} << shift) < d) ++shift;
+    magic = static_cast<uint32_t>(((uint64_t{1} << 32) * ((uint64_t{1} << shift) - d)) / d + 1);
+  }
+  __device__ __forceinline__ uint32_t div(uint32_t n) const {
+    return static_cast<uint32_t>((static_cast<uint64_t>(__umulhi(n, magic)) + n) >> shift);
+  }
+};
+
 // What the launcher derives from QuantizeArgs.
 struct QuantizeParams {
   QuantizeArgs args;
   int64_t groups = 0;         // per row: ceil(k / kQuantGroup)
   int64_t warps_per_row = 0;  // ceil(groups / kQuantGroupsPerWarp)
   int64_t tasks = 0;          // m * warps_per_row
+  TaskDivider per_row;        // divides a task index < 2^32 by warps_per_row
   bool vector_loads = false;  // x's base and row stride are 16-byte aligned
   bool vector_stores = false; // q's base and row stride are 8-byte aligned
 };
@@ -91,6 +109,21 @@ __device__ __forceinline__ float group_scale(float amax, const QuantizeArgs& a) 
   return a.pow2_scale ? pow2_ceil(s) : s;
 }
 
+// Groups for which the multiply-and-correct division gives the e4m3 code of the IEEE quotient: a scale
+// whose reciprocal is normal, and a finite amax at most 2^64 scales (so no inf or NaN, and no quotient
+// that overflows, which a static scale allows). Then every |x| >= 2^-60 has a normal quotient and
+// remainder, and a smaller x a quotient below 2^-20, a zero of x's sign in e4m3 however it rounds.
+constexpr float kQuotientMinScale = 0x1p-40f, kQuotientMaxScale = 0x1p40f, kQuotientMaxRatio = 0x1p64f;
+
+// RN(x / s) from r = RN(1 / s) for s in [kQuotientMinScale, kQuotientMaxScale]: q0 = RN(x r) is within an
+// ulp of x / s, the remainder x - q0 s is exact in one fma, and RN(q0 + (x - q0 s) r) is the correctly
+// rounded quotient (Markstein). The remainder is taken negated so that a zero x keeps its sign.
+__device__ __forceinline__ float quotient_rn(float x, float s, float r) {
+  const float q0 = x * r;
+  const float neg_rem = fmaf(q0, s, -x);
+  return fmaf(-neg_rem, r, q0);
+}
+
 // Grid: 1-D, striding over warp tasks (a row's pair of adjacent groups).
 template <typename T>
 __global__ void __launch_bounds__(kQuantThreads) quantize_kernel(const QuantizeParams p) {
@@ -104,7 +137,7 @@ __global__ void __launch_bounds__(kQuantThreads) quantize_kernel(const QuantizeP
   const int64_t warp0 = static_cast<int64_t>(blockIdx.x) * kQuantWarpsPerBlock + threadIdx.x / hopper::kWarpSize;
   const int64_t warp_stride = static_cast<int64_t>(gridDim.x) * kQuantWarpsPerBlock;
   for (int64_t task = warp0; task < p.tasks; task += warp_stride) {
-    const int64_t r = task / p.warps_per_row;
+    const int64_t r = task <= UINT32_MAX ? p.per_row.div(static_cast<uint32_t>(task)) : task / p.warps_per_row;
     const int64_t g = (task - r * p.warps_per_row) * kQuantGroupsPerWarp + half;
     const int64_t c0 = g * kQuantGroup + sub * kQuantElemsPerLane;
     float v[kQuantElemsPerLane];
@@ -119,13 +152,20 @@ __global__ void __launch_bounds__(kQuantThreads) quantize_kernel(const QuantizeP
     }
     if (g >= p.groups) continue;
     const float s = group_scale(amax, a);
+    if (s >= kQuotientMinScale && s <= kQuotientMaxScale && amax <= s * kQuotientMaxRatio) {
+      const float rcp = __frcp_rn(s);
+#pragma unroll
+      for (int i = 0; i < kQuantElemsPerLane; ++i) v[i] = quotient_rn(v[i], s, rcp);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kQuantElemsPerLane; ++i) v[i] = v[i] / s;
+    }
     uint32_t words[kQuantElemsPerLane / 4];
 #pragma unroll
     for (int i = 0; i < kQuantElemsPerLane; i += 4) {
-      const __nv_fp8x2_storage_t lo =
-          __nv_cvt_float2_to_fp8x2(make_float2(v[i] / s, v[i + 1] / s), __NV_SATFINITE, __NV_E4M3);
+      const __nv_fp8x2_storage_t lo = __nv_cvt_float2_to_fp8x2(make_float2(v[i], v[i + 1]), __NV_SATFINITE, __NV_E4M3);
       const __nv_fp8x2_storage_t hi =
-          __nv_cvt_float2_to_fp8x2(make_float2(v[i + 2] / s, v[i + 3] / s), __NV_SATFINITE, __NV_E4M3);
+          __nv_cvt_float2_to_fp8x2(make_float2(v[i + 2], v[i + 3]), __NV_SATFINITE, __NV_E4M3);
       words[i / 4] = static_cast<uint32_t>(lo) | static_cast<uint32_t>(hi) << 16;
     }
     uint8_t* q_row = static_cast<uint8_t*>(a.q) + r * a.q_stride_m;
