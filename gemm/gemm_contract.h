@@ -76,10 +76,6 @@ struct GemmArgs {
   const int64_t* row_group = nullptr;
   const int32_t* group_rows = nullptr;
   int64_t group_row_stride = 0;
-
-  // The kernel right before the GEMM on the stream writes neither b nor b_scale (the linear op's
-  // activation quantizer): a backend may start reading them before that kernel has completed.
-  bool b_ready = false;
 };
 
 // The routing rules every backend checks the same way for a grouped GEMM (num_groups > 0): exactly one

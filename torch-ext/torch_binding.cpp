@@ -370,9 +370,9 @@ constexpr const char* kBackend = "CUDA";
 #endif
 
 // gemm's and quantize's bodies, with the name of the op their errors name; the GEMM's on a problem
-// validate_gemm already checked. b_ready: the kernel launched just before writes neither b nor b_scale.
+// validate_gemm already checked.
 void launch_dense(const char* op, const Problem& problem, at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
-                  const at::Tensor& a_scale, const at::Tensor& b_scale, bool b_ready = false) {
+                  const at::Tensor& a_scale, const at::Tensor& b_scale) {
   if (problem.m == 0) return;  // nothing to compute; backends may assume m >= 1
   on_current_stream(a, [&](void* stream) {
     std::vector<at::Tensor> storage;
@@ -380,7 +380,6 @@ void launch_dense(const char* op, const Problem& problem, at::Tensor& out, const
     const Operand b_op = dense_operand(b);
     const Operand b_scale_op = dense_operand(b_scale);
     set_weight(args, b_op, b_scale_op);
-    args.b_ready = b_ready;
     launch_gemm(op, args, a.device(), stream);
   });
 }
@@ -504,7 +503,7 @@ void linear_op(at::Tensor& out, const at::Tensor& x, const at::Tensor& b, const 
   // Every check (the GEMM's on b_scale and out, the quantizer's on x) runs before anything is launched.
   const Problem problem = validate_gemm(op, out, q, b, scale, b_scale, false, kFnuzSupported, kBackend);
   run_quantize(op, q, scale, x, static_scale, pow2_scale);
-  launch_dense(op, problem, out, q, b, scale, b_scale, /*b_ready=*/true);
+  launch_dense(op, problem, out, q, b, scale, b_scale);
 }
 
 #if !defined(CPU_KERNEL)

@@ -240,12 +240,8 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
   }
   // The kernel launches as a programmatic dependent of the kernel before it in the stream (the A-scale
   // transpose, or the caller's): the launch and the prologue above overlap that kernel's end, and
-  // nothing below reads or writes global memory before it has completed, except the TMA thread's first
-  // B tiles where that kernel writes neither B nor its scales (p.b_early: the activation quantizer,
-  // whose blocks 64-row GEMM CTAs sit beside, waiting).
-  const bool tma_thread = warpgroup == kMathWG && tid == 0;
-  const bool b_early = !kGrouped && p.b_early && tma_thread;
-  if (!b_early) ptx::wait_prior_grid();
+  // nothing below reads or writes global memory before it has completed.
+  ptx::wait_prior_grid();
   if constexpr (kGrouped) build_group_table<kBlockM>(p.group.rows, p.m, p.sched.n_blocks, groups);
   // Unit `unit` of this CTA's walk into `w` (which holds the previous one); false past the last.
   auto next_unit = [&](int unit, Unit& w) {
@@ -280,36 +276,29 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
       for (int unit = 0; next_unit(unit, w); ++unit) {
         const int32_t a_row = static_cast<int32_t>(unit_row0<kBlockM>(w));
         const int32_t b_row = static_cast<int32_t>((w.n_blk * kClusterN + cta_rank) * kBlockN + unit_b_row0(w, p));
-        // The A tile (this CTA's slice of it in a cluster, multicast into every cluster CTA's stage: their
-        // full barriers expect the whole tile, their empty barriers, freed by all, allow the write) and
-        // the A scales of K block kb into stage s; and its B tile.
-        auto load_a = [&](int s, int kb) {
+        // K block kb into the stage at `pos`.
+        auto load_one = [&](int kb) {
+          const int s = pos.stage;
+          ptx::mbar_wait(&empty_bar[s], pos.phase ^ 1);  // fresh barriers pass parity 1 at once
+          ptx::mbar_arrive_expect_tx(&full_bar[s], stage_tx_bytes);
           if constexpr (kClusterN > 1) {
+            // This CTA's slice of the shared A tile, into every cluster CTA's stage (their full
+            // barriers expect the whole tile; their empty barriers, freed by all, allow the write).
             const int slice_row = cta_rank * kARowsPerCta;
             ptx::tma_load_2d_multicast(smem_a + s * kABytes + slice_row * kBlockK, &maps.a, &full_bar[s],
                                        kb * kBlockK, a_row + slice_row, kClusterMask);
           } else {
             ptx::tma_load_2d(smem_a + s * kABytes, &maps.a, &full_bar[s], kb * kBlockK, a_row);
           }
-          if (tma_a_scales) {
-            // The tile's rows of K block kb (rows past M read 0): a row of the [K/128, M] array.
-            ptx::tma_load_2d(smem_a_scales + s * kAScaleFloats, &maps.a_scale, &full_bar[s], a_row, kb);
-          }
-        };
-        auto load_b = [&](int s, int kb) {
           if (p.b_evict_first) {
             ptx::tma_load_2d_hint(smem_b + s * kBBytes, &maps.b, &full_bar[s], kb * kBlockK, b_row, b_policy);
           } else {
             ptx::tma_load_2d(smem_b + s * kBBytes, &maps.b, &full_bar[s], kb * kBlockK, b_row);
           }
-        };
-        // K block kb into the stage at `pos`.
-        auto load_one = [&](int kb) {
-          const int s = pos.stage;
-          ptx::mbar_wait(&empty_bar[s], pos.phase ^ 1);  // fresh barriers pass parity 1 at once
-          ptx::mbar_arrive_expect_tx(&full_bar[s], stage_tx_bytes);
-          load_a(s, kb);
-          load_b(s, kb);
+          if (tma_a_scales) {
+            // The tile's rows of K block kb (rows past M read 0): a row of the [K/128, M] array.
+            ptx::tma_load_2d(smem_a_scales + s * kAScaleFloats, &maps.a_scale, &full_bar[s], a_row, kb);
+          }
           pos.advance();
         };
         // K blocks kb and kb + 1 into the stages at `pos` and after it, one instruction per operand.
@@ -333,24 +322,11 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
           pos.advance();
           pos.advance();
         };
-        int kb = w.kb_begin;
-        if (b_early && unit == 0) {
-          // The first unit's first ring of B tiles streams while the kernel ahead finishes (the ring is
-          // fresh: its empty barriers pass at once); their A tiles follow once it has completed.
-          const int early = w.kb_end - w.kb_begin < kStages ? w.kb_end - w.kb_begin : kStages;
-          for (int i = 0; i < early; ++i) {
-            ptx::mbar_arrive_expect_tx(&full_bar[i], stage_tx_bytes);
-            load_b(i, kb + i);
-          }
-          ptx::wait_prior_grid();
-          for (int i = 0; i < early; ++i, pos.advance()) load_a(i, kb + i);
-          kb += early;
-        }
         if (kPairLoads && w.kb_end - w.kb_begin >= kMinPairUnitKBlocks) {
           // A long unit: pairs wherever two whole K blocks of it go to two stages before the ring wraps.
           // Its first K block loads alone, so that the math starts after one K block's transfer, not two.
-          if (kb == w.kb_begin) load_one(kb++);
-          while (kb < w.kb_end) {
+          load_one(w.kb_begin);
+          for (int kb = w.kb_begin + 1; kb < w.kb_end;) {
             if (kb + 1 < w.kb_end && kb + 1 < p.pair_kblocks && pos.stage + 1 < kStages) {
               load_pair(kb);
               kb += kKBlocksPerPair;
@@ -359,7 +335,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
             }
           }
         } else {
-          for (; kb < w.kb_end; ++kb) load_one(kb);
+          for (int kb = w.kb_begin; kb < w.kb_end; ++kb) load_one(kb);
         }
         split_barriers();
       }

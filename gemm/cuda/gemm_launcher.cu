@@ -589,7 +589,6 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
   p.a_scale_tma = a_scale_tma;
   p.b_evict_first = cuda::b_evict_first(plan);
   p.pair_kblocks = pairs ? static_cast<int32_t>(whole_kblocks) : 0;
-  p.b_early = args.b_ready && b.ptr == args.b;
 
   p.out = args.c;
   p.out_ld = args.c_stride_m;

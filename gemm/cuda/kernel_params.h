@@ -45,9 +45,6 @@ struct KernelParams {
   // K blocks [0, pair_kblocks) are whole, so the producer may load two of them with one instruction
   // through the TensorMaps *_pair maps (pairs_loads() in tile_configs.h); 0: never.
   int32_t pair_kblocks = 0;
-  // The producer may load the first unit's B tiles before the kernel ahead of it has completed
-  // (GemmArgs::b_ready, and B read in place rather than from a copy made just before).
-  bool b_early = false;
   // fp32 or UE8M0 (decoded by the scale warp); A scales always arrive as fp32 (the launcher decodes UE8M0
   // ones into an fp32 copy).
   ScaleFormat b_scale_format = ScaleFormat::kF32;

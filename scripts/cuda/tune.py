@@ -57,7 +57,7 @@ class GemmArgs(ctypes.Structure):  # mirrors gemm::GemmArgs (gemm/gemm_contract.
         ("a_scale_format", ctypes.c_int32), ("b_scale_format", ctypes.c_int32),
         ("num_groups", ctypes.c_int64), ("b_stride_group", ctypes.c_int64), ("b_scale_stride_group", ctypes.c_int64),
         ("group_ends", ctypes.c_void_p), ("row_group", ctypes.c_void_p), ("group_rows", ctypes.c_void_p),
-        ("group_row_stride", ctypes.c_int64), ("b_ready", ctypes.c_bool)]
+        ("group_row_stride", ctypes.c_int64)]
 
 
 class QuantizeArgs(ctypes.Structure):  # mirrors gemm::QuantizeArgs (gemm/gemm_contract.h)
@@ -124,7 +124,7 @@ class Backend:
         return -(-m // bm) * -(-n // (bn * cn)), self.slots[cn]
 
     def gemm(self, a, b, a_s, b_s, out=None, out_dtype=torch.bfloat16, config=-1, stream_k=False, k_split=1,
-             num_groups=0, b_ready=False):
+             num_groups=0):
         m, k = a.shape
         n = b.shape[0]
         c = out if out is not None else torch.empty(m, n, dtype=out_dtype, device="cuda")
@@ -132,7 +132,6 @@ class Backend:
                         a_s.data_ptr(), *a_s.stride(), b_s.data_ptr(), *b_s.stride(),
                         c.data_ptr(), *c.stride(), 0, 0, OUT_FORMATS[c.dtype], scale_format(a_s), scale_format(b_s),
                         num_groups)
-        args.b_ready = b_ready
         err = ctypes.create_string_buffer(512)
         stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
         try:
@@ -249,20 +248,6 @@ def check(be: Backend) -> list[str]:
                 x = make(m, n, k)
                 report(f"config {be.configs[cfg]} stream_k {int(sk)} {m}x{n}x{k}",
                        *close(be.gemm(*x, config=cfg, stream_k=sk), reference(*x)))
-    # B loaded before the kernel ahead has completed (GemmArgs::b_ready), behind a quantizer launch as in
-    # the linear op: every config, whole tiles, stream-K and K splits, short units and long paired ones.
-    xq = torch.randn(4096, 7168, dtype=torch.bfloat16, device="cuda")
-    q = torch.empty(xq.shape, dtype=torch.uint8, device="cuda")
-    qs = torch.empty(xq.shape[0], xq.shape[1] // SCALE_BLOCK, device="cuda")
-    for cfg, (bm, bn, _) in enumerate(be.configs):
-        plans = [(False, 1), (True, 1)] + [(False, v) for v in (2, 4) if v <= be.max_k_split[cfg]]
-        for sk, split in plans:
-            for m, n, k in [(77, 520, 1000), (bm * 3 + 5, bn * 5 - 24, 7056)]:
-                x = make(m, n, k)
-                be.quantize(xq, q, qs)
-                out = be.gemm(*x, config=cfg, stream_k=sk, k_split=split, b_ready=True)
-                report(f"config {be.configs[cfg]} stream_k {int(sk)} k_split {split} {m}x{n}x{k} b_ready",
-                       *close(out, reference(*x)))
     m, n, k = 256, 384, 1536
     a, b, a_s, b_s = make(m, n, k)
     ref = reference(a, b, a_s, b_s)
