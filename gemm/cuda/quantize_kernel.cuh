@@ -58,7 +58,7 @@ struct QuantizeParams {
   int64_t groups = 0;         // per row: ceil(k / kQuantGroup)
   int64_t warps_per_row = 0;  // ceil(groups / kQuantGroupsPerWarp)
   int64_t tasks = 0;          // m * warps_per_row
-  TaskDivider per_row;        // divides a task index < 2^32 by warps_per_row
+  TaskDivider per_row;        // divides a task index by warps_per_row where tasks < 2^32
   bool vector_loads = false;  // x's base and row stride are 16-byte aligned
   bool vector_stores = false; // q's base and row stride are 8-byte aligned
 };
@@ -137,7 +137,7 @@ __global__ void __launch_bounds__(kQuantThreads) quantize_kernel(const QuantizeP
   const int64_t warp0 = static_cast<int64_t>(blockIdx.x) * kQuantWarpsPerBlock + threadIdx.x / hopper::kWarpSize;
   const int64_t warp_stride = static_cast<int64_t>(gridDim.x) * kQuantWarpsPerBlock;
   for (int64_t task = warp0; task < p.tasks; task += warp_stride) {
-    const int64_t r = task <= UINT32_MAX ? p.per_row.div(static_cast<uint32_t>(task)) : task / p.warps_per_row;
+    const int64_t r = p.tasks <= UINT32_MAX ? p.per_row.div(static_cast<uint32_t>(task)) : task / p.warps_per_row;
     const int64_t g = (task - r * p.warps_per_row) * kQuantGroupsPerWarp + half;
     const int64_t c0 = g * kQuantGroup + sub * kQuantElemsPerLane;
     float v[kQuantElemsPerLane];
@@ -163,7 +163,8 @@ __global__ void __launch_bounds__(kQuantThreads) quantize_kernel(const QuantizeP
     uint32_t words[kQuantElemsPerLane / 4];
 #pragma unroll
     for (int i = 0; i < kQuantElemsPerLane; i += 4) {
-      const __nv_fp8x2_storage_t lo = __nv_cvt_float2_to_fp8x2(make_float2(v[i], v[i + 1]), __NV_SATFINITE, __NV_E4M3);
+      const __nv_fp8x2_storage_t lo =
+          __nv_cvt_float2_to_fp8x2(make_float2(v[i], v[i + 1]), __NV_SATFINITE, __NV_E4M3);
       const __nv_fp8x2_storage_t hi =
           __nv_cvt_float2_to_fp8x2(make_float2(v[i + 2], v[i + 3]), __NV_SATFINITE, __NV_E4M3);
       words[i / 4] = static_cast<uint32_t>(lo) | static_cast<uint32_t>(hi) << 16;

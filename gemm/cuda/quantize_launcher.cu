@@ -42,6 +42,7 @@ std::string quantize_launch(const QuantizeArgs& args, void* stream_ptr) {
   p.groups = ceil_div(args.k, cuda::kQuantGroup);
   p.warps_per_row = ceil_div(p.groups, cuda::kQuantGroupsPerWarp);
   p.tasks = args.m * p.warps_per_row;
+  // The kernel divides by it only where tasks < 2^32 (so warps_per_row fits too).
   p.per_row = cuda::TaskDivider(static_cast<uint32_t>(std::min<int64_t>(p.warps_per_row, UINT32_MAX)));
   p.vector_loads = aligned(args.x, args.m, args.x_stride_m * in_bytes(args.x_format), cuda::kQuantVecBytes);
   p.vector_stores = aligned(args.q, args.m, args.q_stride_m, cuda::kQuantStoreBytes);
