@@ -65,7 +65,7 @@ class Model:
         shutil.copy(ROOT / "tests/cuda/plan_probe.cpp", work / "tests/cuda")
         self.start = {name: float(re.search(rx, self.source).group(1)) for name, (rx, _) in CONSTANTS.items()}
 
-    def plans(self, values: dict[str, float], shapes) -> list[str]:
+    def plans(self, values: dict[str, float], shapes) -> list[tuple[int, ...]]:
         text = self.source
         for name, (rx, _) in CONSTANTS.items():
             m = re.search(rx, text)
@@ -76,22 +76,31 @@ class Model:
                         "-o", str(exe)], check=True)
         out = subprocess.run([str(exe), "132"], input="\n".join(f"{m} {n} {k}" for m, n, k in shapes),
                              capture_output=True, text=True, check=True).stdout.splitlines()[1:]
-        keys = []
-        for line in out:  # the columns of plan_probe's plan line: the scored config, stream_k, k_split
-            f = [int(v) for v in line.split()]
-            keys.append(f"{f[15]}/{f[6]}" + (f"/{f[13]}" if f[13] > 1 else ""))
-        return keys
+        return [tuple(int(v) for v in line.split()) for line in out]
 
 
-def losses(model: Model, values: dict[str, float], rows: list[dict]) -> list[tuple[float, str, str, str]]:
+def plan_key(planned: tuple[int, ...]) -> str:
+    """The timing key (CONFIG/STREAM_K[/K_SPLIT]) of a plan_probe plan line's fields: by the scored config,
+    since a paired twin runs its twin's plan and the timings name that plan."""
+    stream_k, k_split, scored = planned[6], planned[13], planned[15]
+    return f"{scored}/{stream_k}" + (f"/{k_split}" if k_split > 1 else "")
+
+
+def plan_losses(planned: list[tuple[int, ...]], rows: list[dict]) -> list[tuple[float, tuple[int, int, int], str, str]]:
+    """(time of the planned plan / fastest timed plan, shape, plan, fastest) per timing row, planned[i] being
+    row i's plan_probe line; inf where the planned plan was not timed."""
     out = []
-    for plan, r in zip(model.plans(values, [(r["m"], r["n"], r["k"]) for r in rows]), rows):
-        t = r["t"]
+    for fields, r in zip(planned, rows):
+        t, plan = r["t"], plan_key(fields)
         if plan not in t and plan.endswith("/1"):  # whole waves: the stream-K plan is the whole-tile one
             plan = plan[:-1] + "0"
         best = min(t, key=t.get)
-        out.append((t[plan] / t[best] if plan in t else math.inf, f"{r['m']}x{r['n']}x{r['k']}", plan, best))
+        out.append((t[plan] / t[best] if plan in t else math.inf, (r["m"], r["n"], r["k"]), plan, best))
     return out
+
+
+def losses(model: Model, values: dict[str, float], rows: list[dict]):
+    return plan_losses(model.plans(values, [(r["m"], r["n"], r["k"]) for r in rows]), rows)
 
 
 def score(ls) -> float:
@@ -104,8 +113,8 @@ def report(ls) -> None:
     geomean = math.exp(sum(math.log(x[0]) for x in timed) / len(timed))
     print(f"planned / fastest: geomean {geomean:.4f}, worst {max(timed)[0]:.3f} over {len(timed)} shapes "
           f"({len(ls) - len(timed)} planned plans not timed)")
-    for loss, shape, plan, best in sorted(timed, reverse=True)[:10]:
-        print(f"  {loss:.3f} {shape}: planned {plan}, fastest {best}")
+    for loss, (m, n, k), plan, best in sorted(timed, reverse=True)[:10]:
+        print(f"  {loss:.3f} {m}x{n}x{k}: planned {plan}, fastest {best}")
 
 
 def main() -> int:

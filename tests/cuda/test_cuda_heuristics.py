@@ -13,10 +13,15 @@ from __future__ import annotations
 import json
 import math
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from _helpers import REPO_ROOT
 from cuda_shim import build_host_probe
+
+sys.path.insert(0, str(REPO_ROOT / "scripts" / "cuda"))
+from fit_planner import plan_losses  # noqa: E402
 
 from benchmarks.shapes import CONFIG_SHAPES, H200_SMS, RAGGED_SHAPES, SCALE_PATH_SHAPES
 
@@ -97,25 +102,11 @@ def test_scale_path_shapes_take_their_path(probe, path):
 def measured_plan_losses(probe: Path) -> list[tuple[float, tuple[int, int, int], str, str]]:
     """(time of the planner's plan / fastest forced plan, shape, plan, fastest) for every shape of
     planner_timings.jsonl whose planned plan was timed. Its rows are H100 times (us) keyed by forced plan
-    "CONFIG/STREAM_K[/K_SPLIT]": the data the model constants of planner.h were fitted to."""
+    "CONFIG/STREAM_K[/K_SPLIT]": the data the model constants of planner.h were fitted to
+    (scripts/cuda/fit_planner.py, whose loss this is)."""
     rows = [json.loads(line) for line in (Path(__file__).parent / "planner_timings.jsonl").read_text().splitlines()]
-    shapes = sorted({(r["m"], r["n"], r["k"]) for r in rows})
-    _, planned = plans(probe, shapes)
-    chosen = {}
-    for row in planned:
-        m, n, k, stream_k, k_split, scored = row[0], row[1], row[2], row[6], row[13], row[15]
-        # The scored config: a paired twin runs its twin's plan, and the data times that plan.
-        chosen[(m, n, k)] = f"{scored}/{stream_k}" + (f"/{k_split}" if k_split > 1 else "")
-    losses = []
-    for r in rows:
-        shape, t = (r["m"], r["n"], r["k"]), r["t"]
-        plan = chosen[shape]
-        if plan not in t and plan.endswith("/1"):  # whole waves: the stream-K plan is the whole-tile one
-            plan = plan[:-1] + "0"
-        if plan in t:
-            best = min(t, key=t.get)
-            losses.append((t[plan] / t[best], shape, plan, best))
-    return losses
+    _, planned = plans(probe, [(r["m"], r["n"], r["k"]) for r in rows])
+    return [x for x in plan_losses(planned, rows) if math.isfinite(x[0])]
 
 
 def test_plans_within_measured_best(probe):
