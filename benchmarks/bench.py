@@ -249,7 +249,6 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
-
 # A list of numbers, one per line as json.dumps(indent=...) writes it.
 _NUMBER_LIST = re.compile(r"\[\n\s*(-?[0-9][0-9.eE+-]*(?:,\n\s*-?[0-9][0-9.eE+-]*)*)\n\s*\]")
 

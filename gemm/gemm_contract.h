@@ -89,8 +89,8 @@ inline std::string grouped_routing_error(const GemmArgs& args) {
   const int64_t stride = args.group_row_stride;
   if (stride < 1) return "group_row_stride must be >= 1, got " + std::to_string(stride);
   if (args.m % stride != 0 || args.m / stride != args.num_groups)
-    return "the masked layout needs m = num_groups * group_row_stride: expected m = " + std::to_string(args.num_groups) +
-           " * " + std::to_string(stride) + ", got " + std::to_string(args.m);
+    return "the masked layout needs m = num_groups * group_row_stride: expected m = " +
+           std::to_string(args.num_groups) + " * " + std::to_string(stride) + ", got " + std::to_string(args.m);
   return {};
 }
 

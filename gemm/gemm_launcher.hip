@@ -1,8 +1,8 @@
 // ROCm gfx942 implementation of gemm::gemm_launch: pick a config (rocm_planner.h), stage operands the
 // kernel cannot read directly into workspace, launch the GEMM (and the split-K reduce) on `stream`.
 // Grouped calls (num_groups > 0) run the grouped instance of the same kernel, after a device-side sort
-// of the rows when groups come as row ids (contiguous segments and the masked layout are read in place). Never synchronizes, allocates only through Workspace,
-// returns errors as strings.
+// of the rows when groups come as row ids (contiguous segments and the masked layout are read in
+// place). Never synchronizes, allocates only through Workspace, returns errors as strings.
 #include <hip/hip_runtime.h>
 
 #include <algorithm>
