@@ -314,19 +314,22 @@ def test_grouped_swapped_expert_scales_fail(kernel, device):
 
 @pytest.mark.kernels_ci
 @pytest.mark.parametrize("which", ["a_scale", "b_scale", "both"])
-def test_grouped_ue8m0_equals_fp32_pow2(kernel, device, which):
-    counts = [20, 0, 70, 9]
+# Few rows a group (64-row tiles on CUDA, scales gathered) and more (128-row tiles, A scales loaded by TMA from
+# segments starting at rows that are not multiples of 4).
+@pytest.mark.parametrize("counts", [[20, 0, 70, 9], [300, 5, 211, 1]], ids=["small_groups", "large_groups"])
+def test_grouped_ue8m0_equals_fp32_pow2(kernel, device, which, counts):
     a, a_scale, w, ws, ends, rows = contiguous_case(kernel, device, counts, tail=4, seed=51, pow2=True)
     as_e8 = a_scale.to(UE8M0) if which in ("a_scale", "both") else a_scale
     ws_e8 = ws.to(UE8M0) if which in ("b_scale", "both") else ws
-    if _on_cuda(device) and which != "b_scale":  # documented: CUDA's grouped GEMM takes fp32 a_scale
-        with pytest.raises(RuntimeError, match="a grouped GEMM takes float32 a_scale"):
-            run_grouped(kernel, a, w, as_e8, ws_e8, ends=ends, out_dtype=torch.float32)
-        return
-    out_fp32 = run_grouped(kernel, a, w, a_scale, ws, ends=ends, out_dtype=torch.float32)
-    out_e8 = run_grouped(kernel, a, w, as_e8, ws_e8, ends=ends, out_dtype=torch.float32)
-    assert torch.equal(_bits(out_e8), _bits(out_fp32))
-    check_grouped(out_e8, grouped_reference(a, a_scale, w, ws, rows))
+    ids = torch.full((a.shape[0],), len(counts), dtype=torch.int64)  # the tail rows: sentinels
+    for g, r in enumerate(rows):
+        ids[r] = g
+    ref = grouped_reference(a, a_scale, w, ws, rows)
+    for routing in ({"ends": ends}, {"ids": ids.to(device)}):
+        out_fp32 = run_grouped(kernel, a, w, a_scale, ws, **routing, out_dtype=torch.float32)
+        out_e8 = run_grouped(kernel, a, w, as_e8, ws_e8, **routing, out_dtype=torch.float32)
+        assert torch.equal(_bits(out_e8), _bits(out_fp32))
+        check_grouped(out_e8, ref)
 
 
 @pytest.mark.kernels_ci

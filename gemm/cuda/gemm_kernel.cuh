@@ -140,7 +140,7 @@ __device__ __forceinline__ bool slab_inside_group(const GroupedUnit& w, int64_t 
 template <int kBlockM, int kBlockN, int kClusterN, int kSlabs, bool kPairs, bool kSplitK, bool kGrouped>
 __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClusterN, kSlabs, kPairs}), 1)
     fp8_gemm_kernel(const __grid_constant__ TensorMaps maps, const KernelParams p) {
-  constexpr TileConfig kCfg{kBlockM, kBlockN, kClusterN, kSlabs, kPairs};
+  constexpr TileConfig kCfg{kBlockM, kBlockN, kClusterN, kSlabs, kPairs, kGrouped};
   static_assert(registers_fit(kCfg), "accumulators do not fit the math warpgroups' register budget");
   static_assert(!kSplitK || splits_k(kCfg), "K split on a config without one");
   static_assert(!kGrouped || (!kSplitK && kClusterN == 1), "grouped schedules run whole tiles on single CTAs");
@@ -156,6 +156,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
   constexpr bool kTmaScales = scales_by_tma(kCfg);
   constexpr int kScaleWarp = 1;  // producer warp gathering scales with cp.async (warp 0 issues TMA)
   constexpr int kAScaleFloats = a_scale_stage_floats(kCfg);
+  static_assert(!kTmaScales || kAScaleFloats <= hopper::kTmaMaxBox, "a stage's A-scale column is one TMA box");
   constexpr int kBScaleFloats = kMaxScaleBlocksPerTile;
   constexpr bool kPairLoads = pairs_loads(kCfg);
   static_assert(!kPairLoads || (kClusterN == 1 && kStages >= kMinPairStages),
@@ -275,6 +276,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
       RingPos<kStages> pos;
       for (int unit = 0; next_unit(unit, w); ++unit) {
         const int32_t a_row = static_cast<int32_t>(unit_row0<kBlockM>(w));
+        const int32_t a_scale_row = a_scale_box_row(kCfg, a_row);
         const int32_t b_row = static_cast<int32_t>((w.n_blk * kClusterN + cta_rank) * kBlockN + unit_b_row0(w, p));
         // K block kb into the stage at `pos`.
         auto load_one = [&](int kb) {
@@ -297,7 +299,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
           }
           if (tma_a_scales) {
             // The tile's rows of K block kb (rows past M read 0): a row of the [K/128, M] array.
-            ptx::tma_load_2d(smem_a_scales + s * kAScaleFloats, &maps.a_scale, &full_bar[s], a_row, kb);
+            ptx::tma_load_2d(smem_a_scales + s * kAScaleFloats, &maps.a_scale, &full_bar[s], a_scale_row, kb);
           }
           pos.advance();
         };
@@ -317,7 +319,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
             ptx::tma_load_3d(smem_b + s * kBBytes, &maps.b_pair, &full_bar[s], 0, b_row, kb);
           }
           if (tma_a_scales) {
-            ptx::tma_load_2d(smem_a_scales + s * kAScaleFloats, &maps.a_scale_pair, &full_bar[s], a_row, kb);
+            ptx::tma_load_2d(smem_a_scales + s * kAScaleFloats, &maps.a_scale_pair, &full_bar[s], a_scale_row, kb);
           }
           pos.advance();
           pos.advance();
@@ -440,7 +442,11 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
     constexpr uint64_t kBDescStageStep = static_cast<uint64_t>(kBBytes) >> hopper::kDescAddrShift;
     Unit w;
     for (int unit = 0; next_unit(unit, w); ++unit) {
-      const int64_t slab_row0 = unit_row0<kBlockM>(w) + warpgroup * kWgRows;  // this warpgroup's first slab
+      const int64_t tile_row0 = unit_row0<kBlockM>(w);
+      const int64_t slab_row0 = tile_row0 + warpgroup * kWgRows;  // this warpgroup's first slab
+      // This unit's A scales in a stage: TMA put the tile's first row at its offset from the box start.
+      const float* unit_a_scales =
+          smem_a_scales + (kTmaScales && p.a_scale_tma ? tile_row0 - a_scale_box_row(kCfg, tile_row0) : 0);
       // The tile's B scale blocks: nb0, and from tile-local column `boundary` on (kBlockN: none) the next
       // ones (past N the scale warp zero-fills their scales).
       const int64_t n0 = (w.n_blk * kClusterN + cta_rank) * kBlockN;
@@ -456,7 +462,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
         const int sub = t % kStepsPerBlock;
         if (sub == 0 && slab == 0) ptx::mbar_wait(&full_bar[s], load_pos.phase);
         // Scales of this K block (TMA / the scale warp put them in the stage); read now, used after the MMAs.
-        const float* stage_scales = smem_a_scales + s * kAScaleFloats + slab * kAScaleSlabStep;
+        const float* stage_scales = unit_a_scales + s * kAScaleFloats + slab * kAScaleSlabStep;
         scales[kBuf].a0 = stage_scales[a_scale_idx0];
         scales[kBuf].a1 = stage_scales[a_scale_idx1];
 #pragma unroll

@@ -283,7 +283,7 @@ using ConfigLauncher = cudaError_t (*)(const TensorMaps&, const KernelParams&, i
 template <int I, bool kGrouped = false>
 cudaError_t launch_config(const TensorMaps& maps, const KernelParams& p, int grid, int cluster_ctas,
                           cudaStream_t stream, int* max_clusters) {
-  constexpr TileConfig c = kTileConfigs[I];
+  constexpr TileConfig c = kGrouped ? cuda::with_any_row_start(kTileConfigs[I]) : kTileConfigs[I];
   static_assert(!kGrouped || cuda::grouped_smem_fits(c), "the groups' table does not fit beside the ring");
   // K-split plans (and the occupancy of split clusters) take the config's K-splitting instantiation.
   const bool split = cluster_ctas > c.cluster_n;
@@ -377,20 +377,17 @@ std::string grouped_args_error(const GemmArgs& args) {
     return "gemm (CUDA): b must hold its groups n * b_stride_n apart (expected b_stride_group " +
            std::to_string(args.n * args.b_stride_n) + ", got " + std::to_string(args.b_stride_group) + ")";
   }
-  if (args.a_scale_format != ScaleFormat::kF32) {
-    return "gemm (CUDA): a grouped GEMM takes float32 a_scale (UE8M0 is read for b_scale only)";
-  }
   return {};
 }
 
-// Sorts the rows by group id (row_group) into workspace: the segments' ends, the permutation and the
-// sorted copies of A and its scales, which `src` then describes.
-std::string sort_rows_by_group(const GemmArgs& args, const Workspace& ws, cudaStream_t stream, GemmArgs& src,
-                               int32_t*& ends, int32_t*& perm) {
-  const int64_t m = args.m, k = args.k, kblocks = cuda::cdiv(k, cuda::kBlockK);
+// Sorts the rows of `src` (fp32 A scales) by group id (row_group) into workspace: the segments' ends, the
+// permutation and the sorted copies of A and its scales, which `src` then describes.
+std::string sort_rows_by_group(GemmArgs& src, const Workspace& ws, cudaStream_t stream, int32_t*& ends,
+                               int32_t*& perm) {
+  const int64_t m = src.m, k = src.k, kblocks = cuda::cdiv(k, cuda::kBlockK);
   const int64_t a_ld = cuda::cdiv(k, cuda::hopper::kTmaAlignBytes) * cuda::hopper::kTmaAlignBytes;
   const int64_t scale_ld = cuda::cdiv(m, kAlignFloats) * kAlignFloats;
-  const int64_t ends_bytes = cuda::cdiv(args.num_groups * 4, cuda::hopper::kTmaAlignBytes) * cuda::hopper::kTmaAlignBytes;
+  const int64_t ends_bytes = cuda::cdiv(src.num_groups * 4, cuda::hopper::kTmaAlignBytes) * cuda::hopper::kTmaAlignBytes;
   const int64_t perm_bytes = cuda::cdiv(m * 4, cuda::hopper::kTmaAlignBytes) * cuda::hopper::kTmaAlignBytes;
   const int64_t a_bytes = m * a_ld;
   const size_t bytes = static_cast<size_t>(ends_bytes + perm_bytes + a_bytes + kblocks * scale_ld * 4);
@@ -402,12 +399,12 @@ std::string sort_rows_by_group(const GemmArgs& args, const Workspace& ws, cudaSt
   perm = reinterpret_cast<int32_t*>(base + ends_bytes);
   auto* a_sorted = base + ends_bytes + perm_bytes;
   auto* scale_sorted = reinterpret_cast<float*>(a_sorted + a_bytes);
-  const cuda::SortRows sort{args.row_group, m, static_cast<int32_t>(args.num_groups), ends, perm};
+  const cuda::SortRows sort{src.row_group, m, static_cast<int32_t>(src.num_groups), ends, perm};
   cuda::sort_rows_by_group_kernel<<<1, cuda::kSortThreads, 0, stream>>>(sort);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return cuda_error("sort_rows_by_group_kernel launch", e);
-  const cuda::GatherRows gather{static_cast<const uint8_t*>(args.a), args.a_stride_m, args.a_stride_k,
-                                static_cast<const float*>(args.a_scale), args.a_scale_stride_m, args.a_scale_stride_k,
-                                k, kblocks, ends + args.num_groups - 1, perm, a_sorted, a_ld, scale_sorted, scale_ld};
+  const cuda::GatherRows gather{static_cast<const uint8_t*>(src.a), src.a_stride_m, src.a_stride_k,
+                                static_cast<const float*>(src.a_scale), src.a_scale_stride_m, src.a_scale_stride_k,
+                                k, kblocks, ends + src.num_groups - 1, perm, a_sorted, a_ld, scale_sorted, scale_ld};
   const int blocks = static_cast<int>(std::min<int64_t>(m, cuda::kMaxGatherBlocks));
   cuda::gather_group_rows_kernel<<<blocks, cuda::kGatherThreads, 0, stream>>>(gather);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return cuda_error("gather_group_rows_kernel launch", e);
@@ -427,7 +424,7 @@ std::string launch_grouped(const GemmArgs& args, const Workspace& workspace, cud
   if (std::string err = grouped_args_error(args); !err.empty()) return err;
   const int64_t m = args.m, n = args.n, k = args.k, groups = args.num_groups;
   const cuda::GroupedPlan plan = cuda::choose_grouped_plan(m, n, k, groups, sms);
-  const TileConfig& cfg = kTileConfigs[plan.config];
+  const TileConfig cfg = cuda::with_any_row_start(kTileConfigs[plan.config]);
   if (!cuda::grouped_fits_int32(m, n, groups, cfg.block_m, plan.sched.n_blocks)) {
     return "gemm (CUDA): the grouped problem is too large for the kernel's 32-bit schedule (m " + std::to_string(m) +
            ", n " + std::to_string(n) + ", num_groups " + std::to_string(groups) + ")";
@@ -437,9 +434,23 @@ std::string launch_grouped(const GemmArgs& args, const Workspace& workspace, cud
   p.group.rows.num_groups = static_cast<int32_t>(groups);
   p.group.b_scale_stride_group = args.b_scale_stride_group;
   GemmArgs src = args;
+  const int64_t kblocks = cuda::cdiv(k, cuda::kBlockK);
+  cuda::ScaleCopy scale_copy{};
+  if (args.a_scale_format == ScaleFormat::kUE8M0) {
+    // Decoded first into an M-major fp32 copy, which the row sort's gather, the scale warp and TMA then
+    // read as they read fp32 scales.
+    if (err = plan_scale_copy("a_scale", args.a_scale, ScaleFormat::kUE8M0, m, kblocks, args.a_scale_stride_m,
+                              args.a_scale_stride_k, workspace, scale_copy);
+        !err.empty()) return err;
+    if (err = launch_scale_copy(scale_copy, stream); !err.empty()) return err;
+    src.a_scale = scale_copy.dst;
+    src.a_scale_stride_m = 1;
+    src.a_scale_stride_k = scale_copy.ld;
+    scale_copy = {};
+  }
   if (args.row_group != nullptr) {
     int32_t *ends = nullptr, *perm = nullptr;
-    if (err = sort_rows_by_group(args, workspace, stream, src, ends, perm); !err.empty()) return err;
+    if (err = sort_rows_by_group(src, workspace, stream, ends, perm); !err.empty()) return err;
     p.group.rows.ends = ends;
     p.group.out_rows = perm;
   } else if (args.group_ends != nullptr) {
@@ -459,27 +470,45 @@ std::string launch_grouped(const GemmArgs& args, const Workspace& workspace, cud
   TensorMaps maps{};
   if (err = encode_operand("a", a, m, k, cfg.block_m, maps.a); !err.empty()) return err;
   if (err = encode_operand("b", b, groups * n, k, cfg.block_n, maps.b); !err.empty()) return err;
-  // The A scales are gathered by the scale warp, never loaded by TMA: a segment starts at any row, and a
-  // TMA box must start 16-byte aligned along the innermost (M) dimension of M-major scales.
+  // 128+-row tiles load their A scales by TMA, as the dense ones do; segments start at any row, so the
+  // boxes start aligned below the tile (a_scale_box_row()). The masked layout's only where TMA reads them
+  // in place: a K-block-major copy would move every padding row, which the scale warp's gather skips.
+  const float* a_scale = static_cast<const float*>(src.a_scale);
+  const bool a_scale_tma =
+      cuda::scales_by_tma(cfg) &&
+      (args.group_rows == nullptr ||
+       scales_m_major_readable(a_scale, m, kblocks, src.a_scale_stride_m, src.a_scale_stride_k));
+  ScaleOperand sa;
+  const int a_scale_box = cuda::a_scale_stage_floats(cfg);
+  if (a_scale_tma) {
+    if (err = prepare_scales("a_scale", a_scale, m, kblocks, src.a_scale_stride_m, src.a_scale_stride_k, workspace,
+                             scale_copy, sa);
+        !err.empty()) return err;
+    if (err = encode_scales("a_scale", sa, m, kblocks, a_scale_box, 1, maps.a_scale); !err.empty()) return err;
+  }
   const int64_t whole_kblocks = k / cuda::kBlockK;
   if (plan.pairs) {
     if (err = encode_operand_pairs("a", a, m, whole_kblocks, cfg.block_m, maps.a_pair); !err.empty()) return err;
     if (err = encode_operand_pairs("b", b, groups * n, whole_kblocks, cfg.block_n, maps.b_pair); !err.empty()) {
       return err;
     }
+    if (a_scale_tma) {
+      if (err = encode_scales("a_scale", sa, m, kblocks, a_scale_box, cuda::kKBlocksPerPair, maps.a_scale_pair);
+          !err.empty()) return err;
+    }
   }
 
   p.m = m;
   p.n = n;
   p.sched = plan.sched;
-  p.a_scale = static_cast<const float*>(src.a_scale);
+  p.a_scale = a_scale;
   p.a_scale_stride_m = src.a_scale_stride_m;
   p.a_scale_stride_k = src.a_scale_stride_k;
   p.b_scale = args.b_scale;
   p.b_scale_format = args.b_scale_format;
   p.b_scale_stride_n = args.b_scale_stride_n;
   p.b_scale_stride_k = args.b_scale_stride_k;
-  p.a_scale_tma = false;
+  p.a_scale_tma = a_scale_tma;
   p.b_evict_first = plan.b_evict_first;
   p.pair_kblocks = plan.pairs ? static_cast<int32_t>(whole_kblocks) : 0;
   p.out = args.c;
@@ -491,6 +520,9 @@ std::string launch_grouped(const GemmArgs& args, const Workspace& workspace, cud
   p.out_tma = p.group.out_rows == nullptr && out_tma_storable(args);
   if (p.out_tma) {
     if (err = encode_out(args, cfg, maps.out); !err.empty()) return err;
+  }
+  if (scale_copy.dst != nullptr) {
+    if (err = launch_scale_copy(scale_copy, stream); !err.empty()) return err;
   }
   if (err = launch_repacks(repacks, k, stream); !err.empty()) return err;
   if (const cudaError_t e = grouped_launcher(plan.config)(maps, p, plan.grid, 1, stream, nullptr); e != cudaSuccess) {
@@ -560,7 +592,8 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
     if (err = prepare_scales("a_scale", a_scale, m, kblocks, a_scale_stride_m, a_scale_stride_k, workspace,
                              scale_copy, sa);
         !err.empty()) return err;
-    if (err = encode_scales("a_scale", sa, m, kblocks, cfg.block_m, 1, maps.a_scale); !err.empty()) return err;
+    if (err = encode_scales("a_scale", sa, m, kblocks, cuda::a_scale_stage_floats(cfg), 1, maps.a_scale);
+        !err.empty()) return err;
   }
   // Paired loads read whole K blocks only (a plan pairs only with kMinPairUnitKBlocks of them): a ragged
   // last one loads alone, zero-filled past K.
@@ -570,7 +603,8 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
     if (err = encode_operand_pairs("a", a, m, whole_kblocks, cfg.block_m, maps.a_pair); !err.empty()) return err;
     if (err = encode_operand_pairs("b", b, n, whole_kblocks, cfg.block_n, maps.b_pair); !err.empty()) return err;
     if (a_scale_tma) {
-      if (err = encode_scales("a_scale", sa, m, kblocks, cfg.block_m, cuda::kKBlocksPerPair, maps.a_scale_pair);
+      if (err = encode_scales("a_scale", sa, m, kblocks, cuda::a_scale_stage_floats(cfg), cuda::kKBlocksPerPair,
+                              maps.a_scale_pair);
           !err.empty()) return err;
     }
   }

@@ -26,6 +26,9 @@ struct TileConfig {
   // Long units load two K blocks per TMA instruction (pairs_loads() below), on a ring of at least
   // kMinPairStages stages.
   bool pairs = false;
+  // Tiles start at any row (the grouped GEMM's unpadded segments), not at multiples of block_m: set on
+  // a row's grouped instantiation (with_any_row_start()), never in the table.
+  bool any_row_start = false;
 };
 constexpr int kMaxClusterN = 2;
 
@@ -121,7 +124,22 @@ GEMM_HOST_DEVICE constexpr bool scales_by_tma(const TileConfig& c) { return c.bl
 // A stage holds its K block's A scales as one M-major [BLOCK_M] column, which TMA loads from an M-major
 // [K/128, M] array: the caller's, or the launcher's transposed copy of the usual row-major [M, K/128]
 // one. Every way of reading row-major scales in place measured slower than that copy.
-GEMM_HOST_DEVICE constexpr int a_scale_stage_floats(const TileConfig& c) { return c.block_m; }
+// A TMA box must start 16-byte aligned along its innermost dimension (an unaligned start is an illegal
+// instruction), so a tile starting at any row loads the column from its first row aligned down to
+// kAScaleBoxAlignRows, kAScaleSlackFloats longer (which keeps every stage's column TMA-aligned).
+constexpr int kAScaleBoxAlignRows = hopper::kTmaAlignBytes / static_cast<int>(sizeof(float));
+constexpr int kAScaleSlackFloats = 32;
+GEMM_HOST_DEVICE constexpr int a_scale_stage_floats(const TileConfig& c) {
+  return c.block_m + (c.any_row_start ? kAScaleSlackFloats : 0);
+}
+GEMM_HOST_DEVICE constexpr TileConfig with_any_row_start(TileConfig c) {
+  c.any_row_start = true;
+  return c;
+}
+// The first row of the A-scale box of a tile whose first row is row0.
+GEMM_HOST_DEVICE constexpr int64_t a_scale_box_row(const TileConfig& c, int64_t row0) {
+  return c.any_row_start ? row0 / kAScaleBoxAlignRows * kAScaleBoxAlignRows : row0;
+}
 // Per stage, the scales the math warpgroups need for that K block: the A scales above and up to
 // kMaxScaleBlocksPerTile B scales (a BLOCK_N not dividing 128 can straddle up to 3 scale blocks).
 // The ring keeps them in two arrays, [stage][BLOCK_M] and [stage][kMaxScaleBlocksPerTile], so that the
@@ -129,6 +147,8 @@ GEMM_HOST_DEVICE constexpr int a_scale_stage_floats(const TileConfig& c) { retur
 constexpr int kMaxScaleBlocksPerTile = 4;  // 3 used, padded to 16 bytes
 constexpr int kTmaSmemAlign = 128;         // TMA destinations in shared memory
 static_assert(hopper::kWgmmaM * sizeof(float) % kTmaSmemAlign == 0, "every stage's A scales start TMA-aligned");
+static_assert(kAScaleSlackFloats * sizeof(float) % kTmaSmemAlign == 0 && kAScaleSlackFloats >= kAScaleBoxAlignRows,
+              "the slack keeps columns TMA-aligned and holds the rows below an aligned-down box start");
 GEMM_HOST_DEVICE constexpr int scale_stage_floats(const TileConfig& c) {
   return a_scale_stage_floats(c) + kMaxScaleBlocksPerTile;
 }

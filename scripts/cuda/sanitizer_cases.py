@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A few ragged / stream-K / repack shapes through the built package, each checked against
+"""A few ragged / stream-K / repack shapes and grouped GEMMs through the built package, each checked against
 the float64 reference; then, with GEMM_CUDA_SHIM set (validate.sh sets it), UE8M0 scales and the
 activation quantizer's ragged and misaligned tails through the raw launcher. Run under compute-sanitizer by
 scripts/cuda/run_sanitizer.sh (sm_90a GPU only)."""
@@ -40,8 +40,39 @@ def main() -> int:
         torch.cuda.synchronize()
         assert_close_gemm(out, reference_gemm(a, b, a_s, b_s))
         print(f"ok {m}x{n}x{k} {layout}", flush=True)
+    grouped_cases(gemm)
     shim_cases()
     return 0
+
+
+# (rows per expert, n, k): 64-row tiles; 128-row tiles on segments starting at rows that are not multiples of
+# 4 (A-scale boxes from the aligned row below); 192x128 tiles. Three rows past the last offset each.
+GROUPED_CASES = [([3, 0, 70, 9], 192, 192), ([300, 5, 211, 1], 256, 512), ([1031, 1221], 256, 1536)]
+
+
+def grouped_cases(gemm) -> None:
+    for counts, n, k in GROUPED_CASES:
+        m = sum(counts) + 3
+        a, _, a_s, _ = make_inputs(m, n, k, "cuda", torch.float8_e4m3fn)
+        experts = [make_inputs(1, n, k, "cuda", torch.float8_e4m3fn, seed=g + 1) for g in range(len(counts))]
+        w, ws = torch.stack([e[1] for e in experts]), torch.stack([e[3] for e in experts])
+        ends = torch.tensor(counts).cumsum(0).to(torch.int32).cuda()
+        ids = torch.repeat_interleave(torch.arange(len(counts)), torch.tensor(counts))
+        ids = torch.cat([ids, torch.full((3,), len(counts))]).cuda()  # the tail rows: sentinels
+        pow2 = torch.exp2(torch.round(torch.log2(a_s.abs())))  # UE8M0 holds positive powers of two
+        for routing in ((ends, None), (None, ids)):
+            for scales in (a_s, pow2.to(torch.float8_e8m0fnu)):
+                out = torch.zeros(m, n, dtype=torch.bfloat16, device="cuda")
+                gemm.ops.grouped_gemm(out, a, w, scales, ws, *routing)
+                torch.cuda.synchronize()
+                begin = 0
+                for g, c in enumerate(counts):
+                    rows = slice(begin, begin + c)
+                    if c:
+                        assert_close_gemm(out[rows], reference_gemm(a[rows], w[g], scales[rows].float(), ws[g]))
+                    begin += c
+                assert not out[begin:].any(), "a row past the last offset was written"
+        print(f"ok grouped {counts} x {n} x {k}", flush=True)
 
 
 UE8M0_CASES = [(1, 8, 16), (77, 520, 1000), (300, 2112, 1040)]  # (m, n, k): 64- and 128-row plans

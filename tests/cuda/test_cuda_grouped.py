@@ -96,6 +96,13 @@ def test_contiguous_skewed(grouped, groups, tokens):
     check(out, ref)
 
 
+def test_large_groups_start_at_any_row(grouped):
+    """192x128 tiles (>= 1024 rows a group, K >= 1536): the second segment starts at row 1031, not a multiple
+    of 4, so its tiles' A-scale boxes start at the aligned row below (the rows' scales all differ)."""
+    out, ref = run_contiguous(grouped, [1031, 1221], 256, 1536, tail=5, seed=9)
+    check(out, ref)
+
+
 def test_one_group_holds_every_row(grouped):
     counts = [0] * 256
     counts[200] = 2000
