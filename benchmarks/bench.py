@@ -163,11 +163,14 @@ def environment(device: torch.device, kernel_info: dict) -> dict:
     else:
         env["device"] = _cpu_name()
         env["threads"] = torch.get_num_threads()
-    try:
-        env["git_commit"] = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True,
-                                           text=True, timeout=10).stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        env["git_commit"] = None
+    # GEMM_GIT_COMMIT names the commit where the checkout's git metadata does not (a copy of the tree).
+    env["git_commit"] = os.environ.get("GEMM_GIT_COMMIT")
+    if not env["git_commit"]:
+        try:
+            env["git_commit"] = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True,
+                                               text=True, timeout=10).stdout.strip() or None
+        except (OSError, subprocess.SubprocessError):
+            env["git_commit"] = None
     return env
 
 
