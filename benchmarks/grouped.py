@@ -148,13 +148,16 @@ class OursGrouped(_GroupedPeer):
 
 
 class OursMasked(OursGrouped):
-    """grouped_gemm(..., masked_m=) on the [E, max_m, K] layout (scales row-major: a view of [E*max_m, K/128])."""
+    """grouped_gemm(..., masked_m=) on the [E, max_m, K] layout, its scales M-major over all E * max_m rows
+    (what quantize_activation(column_major_scales=True) writes for the [E * max_m, K] activations), which the
+    kernels load in place."""
     kind = KIND_MASKED
     label = "grouped_gemm masked (this package)"
 
     def prepare(self, p, timer, check_fn):
         grouped = Ours.kernel().grouped_gemm
-        return (lambda: grouped(p.a, p.b, p.a_scale, p.b_scale, masked_m=p.masked_m, out_dtype=p.out_dtype)), {}
+        a_scale = _outer_major(p.a_scale.reshape(-1, p.a_scale.shape[-1])).view(p.a_scale.shape)
+        return (lambda: grouped(p.a, p.b, a_scale, p.b_scale, masked_m=p.masked_m, out_dtype=p.out_dtype)), {}
 
 
 class OursDenseLoop(_GroupedPeer):
