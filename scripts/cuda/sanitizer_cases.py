@@ -72,6 +72,19 @@ def grouped_cases(gemm) -> None:
                         assert_close_gemm(out[rows], reference_gemm(a[rows], w[g], scales[rows].float(), ws[g]))
                     begin += c
                 assert not out[begin:].any(), "a row past the last offset was written"
+        # The masked layout [E, max_m, K], its scales M-major over all E * max_m rows (read in place by TMA).
+        max_m = -(-max(counts) // 64) * 64
+        a3, _, s3, _ = make_inputs(len(counts) * max_m, n, k, "cuda", torch.float8_e4m3fn, seed=7)
+        s3 = s3.t().contiguous().t()
+        out = torch.zeros(len(counts), max_m, n, dtype=torch.bfloat16, device="cuda")
+        gemm.grouped_gemm(a3.view(len(counts), max_m, k), w, s3.view(len(counts), max_m, -1), ws,
+                          masked_m=torch.tensor(counts, dtype=torch.int32, device="cuda"), out=out)
+        torch.cuda.synchronize()
+        for g, c in enumerate(counts):
+            rows = slice(g * max_m, g * max_m + c)
+            if c:
+                assert_close_gemm(out[g, :c], reference_gemm(a3[rows], w[g], s3[rows], ws[g]))
+            assert not out[g, c:].any(), "a masked row was written"
         print(f"ok grouped {counts} x {n} x {k}", flush=True)
 
 

@@ -67,10 +67,16 @@ def contiguous_row_ids(counts, m):
     return torch.cat([ids, torch.full((m - len(ids),), -1, dtype=torch.int64)])
 
 
-def run_contiguous(grouped, counts, n, k, tail=0, seed=0):
+def m_major(a_s):
+    """The same scales stored M-major ([K/128, M] memory): what 128+-row tiles' TMA reads in place."""
+    return a_s.t().contiguous().t()
+
+
+def run_contiguous(grouped, counts, n, k, tail=0, seed=0, scales_m_major=False):
     groups = len(counts)
     m = sum(counts) + tail
     a, a_s = make_rows(max(m, 1), k, seed)
+    a_s = m_major(a_s) if scales_m_major else a_s
     w, w_s = make_experts(groups, n, k, seed)
     out = torch.full((max(m, 1), n), CANARY, dtype=torch.bfloat16, device="cuda")
     grouped(a, w, a_s, w_s, out, group_ends=ends_of(counts))
@@ -80,10 +86,12 @@ def run_contiguous(grouped, counts, n, k, tail=0, seed=0):
 COUNTS = [1, 7, 63, 64, 65, 1000, 0]
 
 
+@pytest.mark.parametrize("scales_m_major", [False, True], ids=["row_major_scales", "m_major_scales"])
 @pytest.mark.parametrize("n,k", [(192, 192), (256, 512), (4096, 7168)])
-def test_contiguous_counts(grouped, n, k):
-    """Per-group counts 1, 7, 63, 64, 65, 1000 and an empty group, rows past the last end (canary)."""
-    out, ref = run_contiguous(grouped, COUNTS, n, k, tail=37)
+def test_contiguous_counts(grouped, n, k, scales_m_major):
+    """Per-group counts 1, 7, 63, 64, 65, 1000 and an empty group, rows past the last end (canary); A scales
+    transposed by the launcher or read in place."""
+    out, ref = run_contiguous(grouped, COUNTS, n, k, tail=37, scales_m_major=scales_m_major)
     check(out, ref)
 
 
@@ -139,11 +147,14 @@ def test_batched_by_group_id(grouped, groups, tokens):
     check(out, reference(a, a_s, w, w_s, ids, m, n))
 
 
-def test_masked_layout(grouped):
-    """[E, max_m, K] with valid rows per group; padding rows untouched."""
+@pytest.mark.parametrize("scales_m_major", [False, True], ids=["row_major_scales", "m_major_scales"])
+def test_masked_layout(grouped, scales_m_major):
+    """[E, max_m, K] with valid rows per group; padding rows untouched. Row-major scales are gathered by the
+    scale warp, M-major ones loaded by TMA in place."""
     groups, max_m, n, k = 8, 128, 256, 512
     counts = torch.tensor([0, 1, 7, 63, 64, 65, 128, 100], dtype=torch.int32)
     a, a_s = make_rows(groups * max_m, k, 3)
+    a_s = m_major(a_s) if scales_m_major else a_s
     w, w_s = make_experts(groups, n, k, 3)
     out = torch.full((groups * max_m, n), CANARY, dtype=torch.bfloat16, device="cuda")
     grouped(a, w, a_s, w_s, out, group_rows=counts.cuda())
