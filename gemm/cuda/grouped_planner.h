@@ -19,9 +19,9 @@ namespace gemm::cuda {
 inline constexpr int kGroupedConfigs[] = {2, 3, 4, 7};
 inline constexpr int kNumGroupedConfigs = sizeof(kGroupedConfigs) / sizeof(kGroupedConfigs[0]);
 constexpr int kGroupedSmallConfig = 2, kGroupedMidConfig = 3, kGroupedLargeConfig = 4;
-// Average rows a group up to which the 64-row tiles run, and from which 192x128 does (the dense GEMM's
-// 192x128 wins from M = 1024 at K >= 1536, docs/cuda.md).
-constexpr int64_t kGroupedSmallRows = 64;
+// Average rows a group up to which the 64-row tiles run (128x128 was faster from 32, docs/cuda.md), and
+// from which 192x128 does (the dense GEMM's 192x128 wins from M = 1024 at K >= 1536).
+constexpr int64_t kGroupedSmallRows = 16;
 constexpr int64_t kGroupedLargeRows = 1024;
 constexpr int64_t kGroupedLargeMinK = 1536;
 

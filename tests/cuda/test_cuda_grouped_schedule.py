@@ -18,7 +18,7 @@ from cuda_shim import build_host_probe
 from benchmarks.shapes import H200_SMS
 
 # DeepSeek-V3 experts (256, top-8): gate-up and down projections at 64 / 512 / 4096 tokens.
-MOE_SHAPES = [(t * 8, n, k, 256) for t in (64, 512, 4096) for n, k in ((4096, 7168), (7168, 2048))]
+MOE_SHAPES = [(t * 8, n, k, 256) for t in (64, 512, 1024, 4096) for n, k in ((4096, 7168), (7168, 2048))]
 
 
 @pytest.fixture(scope="module")
@@ -41,12 +41,12 @@ def grouped_plans(probe, shapes):
 
 @pytest.mark.kernels_ci
 def test_decode_plans_use_64_row_tiles(probe):
-    """Few rows a group (decode): 64-row tiles, B streamed evict-first; prefill-sized groups: 128+ rows."""
+    """At most 16 rows a group (decode): 64-row tiles, B streamed evict-first; from 32 rows on, 128+ rows."""
     for (m, groups, _config, block_m, grid, _pairs, evict_first), (_, _, k, _) in zip(
         grouped_plans(probe, MOE_SHAPES), MOE_SHAPES
     ):
         assert 1 <= grid <= H200_SMS
-        if m // groups <= 64:
+        if -(-m // groups) <= 16:
             assert block_m == 64 and evict_first == 1, (m, k)
         else:
             assert block_m >= 128 and evict_first == 0, (m, k)
