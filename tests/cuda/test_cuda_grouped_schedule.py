@@ -17,7 +17,7 @@ from cuda_shim import build_host_probe
 
 from benchmarks.shapes import H200_SMS
 
-# DeepSeek-V3 experts (256, top-8): gate-up and down projections at 64 / 512 / 4096 tokens.
+# DeepSeek-V3 experts (256, top-8): gate-up and down projections at 64 / 512 / 1024 / 4096 tokens.
 MOE_SHAPES = [(t * 8, n, k, 256) for t in (64, 512, 1024, 4096) for n, k in ((4096, 7168), (7168, 2048))]
 
 
