@@ -256,10 +256,21 @@ def _interrupt(signum, frame):
 _NUMBER_LIST = re.compile(r"\[\n\s*(-?[0-9][0-9.eE+-]*(?:,\n\s*-?[0-9][0-9.eE+-]*)*)\n\s*\]")
 
 
+def _significant(value, digits=5):
+    """`value` with every float rounded to `digits` significant digits (timings are not more precise)."""
+    if isinstance(value, float):
+        return float(f"{value:.{digits}g}")
+    if isinstance(value, dict):
+        return {k: _significant(v, digits) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_significant(v, digits) for v in value]
+    return value
+
+
 def results_json(results: dict) -> str:
-    """The run as indented JSON, with the per-iteration samples on one line each: a curated run stays
-    readable and small enough to commit."""
-    text = json.dumps(results, indent=1, default=str)
+    """The run as indented JSON, floats to five significant digits and the per-iteration samples on one
+    line each: a curated run stays readable and small enough to commit."""
+    text = json.dumps(_significant(results), indent=1, default=str)
     return _NUMBER_LIST.sub(lambda m: "[" + ", ".join(v.strip() for v in m.group(1).split(",")) + "]", text)
 
 
