@@ -271,6 +271,44 @@ std::string encode_out(const GemmArgs& args, const TileConfig& cfg, CUtensorMap&
                    cuda::hopper::kWgmmaM, swizzle, CU_TENSOR_MAP_L2_PROMOTION_NONE, map);
 }
 
+// Formats and layouts every kernel here takes (dense and grouped): e4m3fn operands, fp32 or UE8M0
+// scales, an output with unit stride along N.
+std::string formats_error(const GemmArgs& args) {
+  if (args.a_format != Fp8Format::kE4M3FN || args.b_format != Fp8Format::kE4M3FN) {
+    return "gemm (CUDA): a and b must be float8_e4m3fn on sm_90a (got a format " +
+           std::to_string(static_cast<int>(args.a_format)) + ", b format " +
+           std::to_string(static_cast<int>(args.b_format)) + "; 0 = e4m3fn, 1 = e4m3fnuz)";
+  }
+  for (const auto& [name, format] : {std::pair{"a_scale", args.a_scale_format}, std::pair{"b_scale", args.b_scale_format}}) {
+    if (format != ScaleFormat::kF32 && format != ScaleFormat::kUE8M0) {
+      return std::string("gemm (CUDA): ") + name + " must be float32 or UE8M0 (got scale format " +
+             std::to_string(static_cast<int>(format)) + "; 0 = float32, 1 = UE8M0)";
+    }
+  }
+  if (args.c_stride_n != 1) {
+    return "gemm (CUDA): out must have unit stride along N (expected c_stride_n 1, got " +
+           std::to_string(args.c_stride_n) + ")";
+  }
+  return {};
+}
+
+// The A scales as fp32 (strides in floats): the caller's, or UE8M0 ones decoded by a K-block-major copy
+// planned into `copy` (the caller launches it), which every path then reads in place.
+std::string fp32_a_scales(const GemmArgs& args, const Workspace& ws, cuda::ScaleCopy& copy, const float*& ptr,
+                          int64_t& stride_m, int64_t& stride_k) {
+  ptr = static_cast<const float*>(args.a_scale);
+  stride_m = args.a_scale_stride_m;
+  stride_k = args.a_scale_stride_k;
+  if (args.a_scale_format != ScaleFormat::kUE8M0) return {};
+  if (std::string err = plan_scale_copy("a_scale", args.a_scale, ScaleFormat::kUE8M0, args.m,
+                                        cuda::cdiv(args.k, cuda::kBlockK), stride_m, stride_k, ws, copy);
+      !err.empty()) return err;
+  ptr = copy.dst;
+  stride_m = 1;
+  stride_k = copy.ld;
+  return {};
+}
+
 // ---- dispatch: one launcher per row of kTileConfigs ----
 using ConfigLauncher = cudaError_t (*)(const TensorMaps&, const KernelParams&, int grid, int cluster_ctas,
                                        cudaStream_t, int* max_clusters);
@@ -368,6 +406,7 @@ ConfigLauncher grouped_launcher(int config) {
 }
 
 std::string grouped_args_error(const GemmArgs& args) {
+  if (std::string err = formats_error(args); !err.empty()) return err;
   if (std::string err = grouped_routing_error(args); !err.empty()) return "gemm (CUDA): " + err;
   if (args.num_groups > cuda::kMaxGroups) {
     return "gemm (CUDA): num_groups must be at most " + std::to_string(cuda::kMaxGroups) + " (got " +
@@ -435,18 +474,14 @@ std::string launch_grouped(const GemmArgs& args, const Workspace& workspace, cud
   p.group.b_scale_stride_group = args.b_scale_stride_group;
   GemmArgs src = args;
   const int64_t kblocks = cuda::cdiv(k, cuda::kBlockK);
-  cuda::ScaleCopy scale_copy{};
-  if (args.a_scale_format == ScaleFormat::kUE8M0) {
-    // Decoded first into an M-major fp32 copy, which the row sort's gather, the scale warp and TMA then
-    // read as they read fp32 scales.
-    if (err = plan_scale_copy("a_scale", args.a_scale, ScaleFormat::kUE8M0, m, kblocks, args.a_scale_stride_m,
-                              args.a_scale_stride_k, workspace, scale_copy);
-        !err.empty()) return err;
-    if (err = launch_scale_copy(scale_copy, stream); !err.empty()) return err;
-    src.a_scale = scale_copy.dst;
-    src.a_scale_stride_m = 1;
-    src.a_scale_stride_k = scale_copy.ld;
-    scale_copy = {};
+  // UE8M0 A scales are decoded at once: the row sort's gather reads them too.
+  cuda::ScaleCopy decode{};
+  const float* fp32_scales = nullptr;
+  if (err = fp32_a_scales(args, workspace, decode, fp32_scales, src.a_scale_stride_m, src.a_scale_stride_k);
+      !err.empty()) return err;
+  src.a_scale = fp32_scales;
+  if (decode.dst != nullptr) {
+    if (err = launch_scale_copy(decode, stream); !err.empty()) return err;
   }
   if (args.row_group != nullptr) {
     int32_t *ends = nullptr, *perm = nullptr;
@@ -479,6 +514,7 @@ std::string launch_grouped(const GemmArgs& args, const Workspace& workspace, cud
       (args.group_rows == nullptr ||
        scales_m_major_readable(a_scale, m, kblocks, src.a_scale_stride_m, src.a_scale_stride_k));
   ScaleOperand sa;
+  cuda::ScaleCopy scale_copy{};
   const int a_scale_box = cuda::a_scale_stage_floats(cfg);
   if (a_scale_tma) {
     if (err = prepare_scales("a_scale", a_scale, m, kblocks, src.a_scale_stride_m, src.a_scale_stride_k, workspace,
@@ -537,21 +573,7 @@ namespace cuda {
 
 std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, void* stream_ptr,
                              const Plan& plan) {
-  if (args.a_format != Fp8Format::kE4M3FN || args.b_format != Fp8Format::kE4M3FN) {
-    return "gemm (CUDA): a and b must be float8_e4m3fn on sm_90a (got a format " +
-           std::to_string(static_cast<int>(args.a_format)) + ", b format " +
-           std::to_string(static_cast<int>(args.b_format)) + "; 0 = e4m3fn, 1 = e4m3fnuz)";
-  }
-  for (const auto& [name, format] : {std::pair{"a_scale", args.a_scale_format}, std::pair{"b_scale", args.b_scale_format}}) {
-    if (format != ScaleFormat::kF32 && format != ScaleFormat::kUE8M0) {
-      return std::string("gemm (CUDA): ") + name + " must be float32 or UE8M0 (got scale format " +
-             std::to_string(static_cast<int>(format)) + "; 0 = float32, 1 = UE8M0)";
-    }
-  }
-  if (args.c_stride_n != 1) {
-    return "gemm (CUDA): out must have unit stride along N (expected c_stride_n 1, got " +
-           std::to_string(args.c_stride_n) + ")";
-  }
+  if (std::string err = formats_error(args); !err.empty()) return err;
   if (!plan.fits) {
     return "gemm (CUDA): the problem is too large for the kernel's 32-bit tile schedule (m " + std::to_string(args.m) +
            ", n " + std::to_string(args.n) + ", k " + std::to_string(args.k) + ")";
@@ -573,17 +595,10 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
   const int64_t kblocks = cuda::cdiv(k, cuda::kBlockK);
   ScaleOperand sa;
   cuda::ScaleCopy scale_copy{};
-  // The A scales as fp32 (strides in floats): the caller's, or UE8M0 ones decoded into a K-block-major
-  // copy, which every path then reads in place.
-  const float* a_scale = static_cast<const float*>(args.a_scale);
-  int64_t a_scale_stride_m = args.a_scale_stride_m, a_scale_stride_k = args.a_scale_stride_k;
-  if (args.a_scale_format == ScaleFormat::kUE8M0) {
-    if (err = plan_scale_copy("a_scale", args.a_scale, ScaleFormat::kUE8M0, m, kblocks, a_scale_stride_m,
-                              a_scale_stride_k, workspace, scale_copy);
-        !err.empty()) return err;
-    a_scale = scale_copy.dst;
-    a_scale_stride_m = 1;
-    a_scale_stride_k = scale_copy.ld;
+  const float* a_scale = nullptr;
+  int64_t a_scale_stride_m = 0, a_scale_stride_k = 0;
+  if (err = fp32_a_scales(args, workspace, scale_copy, a_scale, a_scale_stride_m, a_scale_stride_k); !err.empty()) {
+    return err;
   }
   const bool a_scale_tma =
       cuda::scales_by_tma(cfg) &&
@@ -698,12 +713,7 @@ std::string gemm_launch(const GemmArgs& args, const Workspace& workspace, void* 
   if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return cuda_error("cudaGetDevice", e);
   cuda::GpuSlots slots;
   if (std::string err = cuda::gpu_slots(device, slots); !err.empty()) return err;
-  if (args.num_groups > 0) {
-    if (args.a_format != Fp8Format::kE4M3FN || args.b_format != Fp8Format::kE4M3FN || args.c_stride_n != 1) {
-      return "gemm (CUDA): a grouped GEMM needs float8_e4m3fn a and b and out with unit stride along N";
-    }
-    return launch_grouped(args, workspace, static_cast<cudaStream_t>(stream), slots.sms);
-  }
+  if (args.num_groups > 0) return launch_grouped(args, workspace, static_cast<cudaStream_t>(stream), slots.sms);
   const Plan plan = cuda::choose_plan(args.m, args.n, args.k, slots, out_bytes(args.c_format));
   return cuda::launch_with_plan(args, workspace, stream, plan);
 }
