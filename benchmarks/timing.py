@@ -60,7 +60,7 @@ class Stats:
 
     def as_dict(self):
         return {"median_us": self.median_us, "p10_us": self.p10_us, "p90_us": self.p90_us, "cv": self.cv,
-                "iters": self.iters, "samples_us": [round(t, 3) for t in self.samples_us]}  # ns: finer than events
+                "iters": self.iters, "samples_us": self.samples_us}
 
 
 def _stats(times_us):
