@@ -321,7 +321,7 @@ using ConfigLauncher = cudaError_t (*)(const TensorMaps&, const KernelParams&, i
 template <int I, bool kGrouped = false>
 cudaError_t launch_config(const TensorMaps& maps, const KernelParams& p, int grid, int cluster_ctas,
                           cudaStream_t stream, int* max_clusters) {
-  constexpr TileConfig c = kGrouped ? cuda::with_any_row_start(kTileConfigs[I]) : kTileConfigs[I];
+  constexpr TileConfig c = kGrouped ? cuda::grouped_tile_config(I) : kTileConfigs[I];
   static_assert(!kGrouped || cuda::grouped_smem_fits(c), "the groups' table does not fit beside the ring");
   // K-split plans (and the occupancy of split clusters) take the config's K-splitting instantiation.
   const bool split = cluster_ctas > c.cluster_n;
@@ -463,7 +463,7 @@ std::string launch_grouped(const GemmArgs& args, const Workspace& workspace, cud
   if (std::string err = grouped_args_error(args); !err.empty()) return err;
   const int64_t m = args.m, n = args.n, k = args.k, groups = args.num_groups;
   const cuda::GroupedPlan plan = cuda::choose_grouped_plan(m, n, k, groups, sms);
-  const TileConfig cfg = cuda::with_any_row_start(kTileConfigs[plan.config]);
+  const TileConfig cfg = cuda::grouped_tile_config(plan.config);
   if (!cuda::grouped_fits_int32(m, n, groups, cfg.block_m, plan.sched.n_blocks)) {
     return "gemm (CUDA): the grouped problem is too large for the kernel's 32-bit schedule (m " + std::to_string(m) +
            ", n " + std::to_string(n) + ", num_groups " + std::to_string(groups) + ")";

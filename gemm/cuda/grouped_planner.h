@@ -25,6 +25,9 @@ constexpr int64_t kGroupedSmallRows = 16;
 constexpr int64_t kGroupedLargeRows = 1024;
 constexpr int64_t kGroupedLargeMinK = 1536;
 
+// The grouped instantiation of table row `config`: its tiles start at any row (with_any_row_start()).
+constexpr TileConfig grouped_tile_config(int config) { return with_any_row_start(kTileConfigs[config]); }
+
 constexpr bool is_grouped_config(int config) {
   for (int c : kGroupedConfigs) {
     if (c == config) return true;
