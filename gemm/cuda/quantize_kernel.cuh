@@ -61,6 +61,8 @@ struct QuantizeParams {
   TaskDivider per_row;        // divides a task index by warps_per_row where tasks < 2^32
   bool vector_loads = false;  // x's base and row stride are 16-byte aligned
   bool vector_stores = false; // q's base and row stride are 8-byte aligned
+  // Whether a GEMM behind may launch at once (else as the blocks finish): quantizer_lets_gemm_start_early().
+  bool early_dependents = true;
 };
 
 __device__ __forceinline__ float to_float(float v) { return v; }
@@ -127,9 +129,9 @@ __device__ __forceinline__ float quotient_rn(float x, float s, float r) {
 // Grid: 1-D, striding over warp tasks (a row's pair of adjacent groups).
 template <typename T>
 __global__ void __launch_bounds__(kQuantThreads) quantize_kernel(const QuantizeParams p) {
-  // A GEMM behind it is its programmatic dependent: let it start its prologue now (it waits for this grid
-  // to complete before it reads q or the scales).
-  ptx::launch_dependents();
+  // A GEMM behind it is its programmatic dependent: let it start its prologue now, or after this block's
+  // work (it waits for this grid to complete before it reads q or the scales either way).
+  if (p.early_dependents) ptx::launch_dependents();
   const QuantizeArgs& a = p.args;
   const int lane = static_cast<int>(threadIdx.x % hopper::kWarpSize);
   const int half = lane / kQuantLanesPerGroup;
@@ -187,6 +189,7 @@ __global__ void __launch_bounds__(kQuantThreads) quantize_kernel(const QuantizeP
       }
     }
   }
+  if (!p.early_dependents) ptx::launch_dependents();
 }
 
 }  // namespace gemm::cuda
