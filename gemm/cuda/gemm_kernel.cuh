@@ -138,14 +138,14 @@ __device__ __forceinline__ bool slab_inside_group(const GroupedUnit& w, int64_t 
 // kGrouped: the grouped GEMM (MoE experts, grouped_scheduler.h): whole tiles of each group's rows, B and
 // its scales offset to the tile's group, stores clipped to the group's rows (or, with p.group.out_rows,
 // sent to the rows it names).
-// kQuantA (decode tiles, at most kQuantAMaxRows rows): A is p.a_from's bf16/fp16 x (maps.a maps it), which
-// TMA loads into a corner of each stage and two producer warps quantize per 1 x 128 group into the
-// stage's e4m3 rows and scales (quantize_a_stage), bit for bit the activation quantizer's numerics.
+// kQuantA (decode tiles of at most kQuantAMaxRows rows): A is p.a_from's bf16/fp16 x, quantized per 1 x 128
+// group by two producer warps straight into the stages (quantize_a_stage), with the activation
+// quantizer's numerics bit for bit; nothing is written to global memory but C.
 template <int kBlockM, int kBlockN, int kClusterN, int kSlabs, bool kPairs, bool kSplitK, bool kGrouped,
           bool kQuantA = false>
 __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClusterN, kSlabs, kPairs}), 1)
     fp8_gemm_kernel(const __grid_constant__ TensorMaps maps, const KernelParams p) {
-  constexpr TileConfig kCfg{kBlockM, kBlockN, kClusterN, kSlabs, kPairs, kGrouped, kQuantA};
+  constexpr TileConfig kCfg{kBlockM, kBlockN, kClusterN, kSlabs, kPairs, kGrouped};
   static_assert(registers_fit(kCfg), "accumulators do not fit the math warpgroups' register budget");
   static_assert(!kSplitK || splits_k(kCfg), "K split on a config without one");
   static_assert(!kGrouped || (!kSplitK && kClusterN == 1), "grouped schedules run whole tiles on single CTAs");
@@ -207,9 +207,6 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
   // Grouped kernels: the groups' table after the barriers (the launcher asks for grouped_smem_bytes()).
   int32_t* group_words = reinterpret_cast<int32_t*>(empty_bar + kStages);
   const GroupTable groups{group_words, group_words + kMaxGroups, group_words + 2 * kMaxGroups, p.group.rows.num_groups};
-  // kQuantA: per stage, "its x tile has landed" (the quantizer warps wait for it).
-  uint64_t* x_full_bar = empty_bar + kStages;
-  constexpr int kXStaging = quant_a_staging_offset(kCfg);
 
   // Broadcast from lane 0 so that ptxas sees a warp-uniform value: the shared-memory descriptors built
   // from it then live in uniform registers instead of being rebuilt per wgmma in vector registers.
@@ -242,7 +239,6 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
       ptx::mbar_init(&full_bar[s], 1 + hopper::kWarpSize + (kQuantA ? hopper::kWarpSize : 0));
       // One arrive per math warp of every cluster CTA: each of them reads what this CTA multicasts.
       ptx::mbar_init(&empty_bar[s], kMathWG * hopper::kWarpgroupWarps * kClusterN);
-      if constexpr (kQuantA) ptx::mbar_init(&x_full_bar[s], 1);
     }
     ptx::fence_barrier_init();
   }
@@ -291,18 +287,12 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
         const int32_t a_row = static_cast<int32_t>(unit_row0<kBlockM>(w));
         const int32_t a_scale_row = a_scale_box_row(kCfg, a_row);
         const int32_t b_row = static_cast<int32_t>((w.n_blk * kClusterN + cta_rank) * kBlockN + unit_b_row0(w, p));
-        // kQuantA: K block kb of x into stage s's staging corner, on its own barrier.
-        auto load_x = [&](int s, int kb) {
-          ptx::mbar_arrive_expect_tx(&x_full_bar[s], kQuantAStagingBytes);
-          ptx::tma_load_2d(smem_a + s * kABytes + kXStaging, &maps.a, &x_full_bar[s], kb * kBlockK, a_row);
-        };
         // K block kb into the stage at `pos`.
         auto load_one = [&](int kb) {
           const int s = pos.stage;
           ptx::mbar_wait(&empty_bar[s], pos.phase ^ 1);  // fresh barriers pass parity 1 at once
           ptx::mbar_arrive_expect_tx(&full_bar[s], stage_tx_bytes);
           if constexpr (kQuantA) {
-            load_x(s, kb);
           } else if constexpr (kClusterN > 1) {
             // This CTA's slice of the shared A tile, into every cluster CTA's stage (their full
             // barriers expect the whole tile; their empty barriers, freed by all, allow the write).
@@ -332,12 +322,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
           ptx::mbar_wait(&empty_bar[s + 1], pos.phase ^ 1);
           ptx::mbar_arrive_expect_tx(&full_bar[s], kKBlocksPerPair * stage_tx_bytes);
           ptx::mbar_arrive(&full_bar[s + 1]);
-          if constexpr (kQuantA) {
-            load_x(s, kb);
-            load_x(s + 1, kb + 1);
-          } else {
-            ptx::tma_load_3d(smem_a + s * kABytes, &maps.a_pair, &full_bar[s], 0, a_row, kb);
-          }
+          if constexpr (!kQuantA) ptx::tma_load_3d(smem_a + s * kABytes, &maps.a_pair, &full_bar[s], 0, a_row, kb);
           if (p.b_evict_first) {
             ptx::tma_load_3d_hint(smem_b + s * kBBytes, &maps.b_pair, &full_bar[s], 0, b_row, kb, b_policy);
           } else {
@@ -442,16 +427,11 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
       int kblocks = 0;  // this CTA's K blocks so far
       for (int unit = 0; next_unit(unit, w); ++unit) {
         const int64_t row0 = unit_row0<kBlockM>(w);
-        const int rows = static_cast<int>(p.m - row0 < kQuantAMaxRows ? p.m - row0 : kQuantAMaxRows);
         for (int kb = w.kb_begin; kb < w.kb_end; ++kb, ++kblocks, pos.advance()) {
-          // Both warps wait for every stage in turn: a wait for a fill a whole ring ahead would read the
-          // parity of the one before it.
-          const int s = pos.stage;
-          ptx::mbar_wait(&x_full_bar[s], pos.phase);
           if (kblocks % kQuantAWarps != turn) continue;
-          const uint32_t stage_a = ptx::smem_addr(smem_a + s * kABytes);
-          quantize_a_stage(p.a_from, rows, stage_a, stage_a + kXStaging, smem_a_scales + s * kAScaleFloats,
-                           &full_bar[s], lane);
+          quantize_a_stage(p.a_from, row0, p.m, kb, smem_a + pos.stage * kABytes,
+                           smem_a_scales + pos.stage * kAScaleFloats, &empty_bar[pos.stage], pos.phase ^ 1,
+                           &full_bar[pos.stage], lane);
         }
         split_barriers();
       }

@@ -310,23 +310,13 @@ std::string fp32_a_scales(const GemmArgs& args, const Workspace& ws, cuda::Scale
 }
 
 // Whether the GEMM of `plan` quantizes A itself from `x` (kQuantA): a config with that instantiation, at
-// most kQuantAMaxRows rows of 16-bit x that TMA can address.
+// most kQuantAMaxRows rows, and an x its quantizer warps read with 16-byte loads.
 bool a_quantized_in_kernel(const QuantizeArgs& x, const Plan& plan) {
-  constexpr int64_t kAlign = cuda::hopper::kTmaAlignBytes, kElem = cuda::kQuantAXBytes;
+  constexpr int64_t kVec = cuda::kQuantVecBytes, kElem = 2;
   return cuda::quantizes_a_in_kernel(kTileConfigs[plan.config]) && x.m <= cuda::kQuantAMaxRows &&
          (x.x_format == InFormat::kBF16 || x.x_format == InFormat::kFP16) && x.q_format == Fp8Format::kE4M3FN &&
-         reinterpret_cast<uintptr_t>(x.x) % kAlign == 0 && (x.m == 1 || x.x_stride_m * kElem % kAlign == 0);
-}
-
-// kQuantA: x [m, k] as TMA reads it into the stages, kQuantAMaxRows rows of one K block a box (zeros past
-// m and K); a single row's stride is any aligned value.
-std::string encode_x(const QuantizeArgs& x, CUtensorMap& map) {
-  constexpr int64_t kAlign = cuda::hopper::kTmaAlignBytes, kElem = cuda::kQuantAXBytes;
-  const int64_t row_bytes = x.m == 1 ? (x.k * kElem + kAlign - 1) / kAlign * kAlign : x.x_stride_m * kElem;
-  const CUtensorMapDataType type =
-      x.x_format == InFormat::kFP16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  return encode_2d("x", type, x.x, x.k, x.m, row_bytes, cuda::kBlockK, cuda::kQuantAMaxRows,
-                   CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, map);
+         x.k % (kVec / kElem) == 0 && reinterpret_cast<uintptr_t>(x.x) % kVec == 0 &&
+         (x.m == 1 || x.x_stride_m * kElem % kVec == 0);
 }
 
 // ---- dispatch: one launcher per row of kTileConfigs ----
@@ -343,10 +333,9 @@ using ConfigLauncher = cudaError_t (*)(const TensorMaps&, const KernelParams&, i
 template <int I, bool kGrouped = false, bool kQuantA = false>
 cudaError_t launch_config(const TensorMaps& maps, const KernelParams& p, int grid, int cluster_ctas,
                           cudaStream_t stream, int* max_clusters) {
-  constexpr TileConfig row = kGrouped ? cuda::grouped_tile_config(I) : kTileConfigs[I];
-  constexpr bool kQuant = kQuantA && cuda::quantizes_a_in_kernel(row);
-  constexpr TileConfig c = kQuant ? cuda::with_quantized_a(row) : row;
+  constexpr TileConfig c = kGrouped ? cuda::grouped_tile_config(I) : kTileConfigs[I];
   static_assert(!kGrouped || cuda::grouped_smem_fits(c), "the groups' table does not fit beside the ring");
+  constexpr bool kQuant = kQuantA && cuda::quantizes_a_in_kernel(c);
   if (kQuantA && !kQuant) return cudaErrorInvalidConfiguration;
   // K-split plans (and the occupancy of split clusters) take the config's K-splitting instantiation.
   const bool split = cluster_ctas > c.cluster_n;
@@ -622,9 +611,7 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
   if (err = prepare_operand("b", args.b, n, k, args.b_stride_n, args.b_stride_k, workspace, repacks, b);
       !err.empty()) return err;
   TensorMaps maps{};
-  if (quant_a) {
-    if (err = encode_x(*args.a_from, maps.a); !err.empty()) return err;
-  } else {
+  if (!quant_a) {
     if (err = encode_operand("a", a, m, k, cfg.block_m / cfg.cluster_n, maps.a); !err.empty()) return err;
   }
   if (err = encode_operand("b", b, n, k, cfg.block_n, maps.b); !err.empty()) return err;

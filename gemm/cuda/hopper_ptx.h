@@ -168,11 +168,6 @@ __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads
 __device__ __forceinline__ void st_shared_b32(uint32_t addr, uint32_t value) {
   asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(value) : "memory");
 }
-__device__ __forceinline__ uint4 ld_shared_v4(uint32_t addr) {
-  uint4 v;
-  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr) : "memory");
-  return v;
-}
 __device__ __forceinline__ void st_shared_v2_b32(uint32_t addr, uint32_t lo, uint32_t hi) {
   asm volatile("st.shared.v2.b32 [%0], {%1, %2};" ::"r"(addr), "r"(lo), "r"(hi) : "memory");
 }

@@ -24,7 +24,6 @@
 #include "hopper_layout.h"
 #include "hopper_ptx.h"
 #include "scale_formats.h"
-#include "tile_configs.h"
 
 namespace gemm::cuda {
 
@@ -170,31 +169,44 @@ __device__ __forceinline__ void unpack_16bit(const uint4& raw, InFormat format, 
   }
 }
 
-// The GEMM's own A quantization (gemm_kernel.cuh, kQuantA), one warp a K block: the x tile TMA put in
-// the stage (`staging`: kQuantAMaxRows rows of 128 16-bit elements, zeros past m and K), quantized per
-// 1 x 128 group into the same stage: e4m3 bytes where the A tile's TMA load puts them (a 128-byte row
-// each, 128B swizzle), fp32 scales in the stage's M-major column. Only the `rows` rows below m are
-// written; the stores are fenced for the tensor cores' async-proxy reads, and every lane arrives on the
-// stage's full barrier.
-constexpr int kQuantAStagingRowBytes = kQuantGroup * 2;
-__device__ __forceinline__ void quantize_a_stage(const QuantizeArgs& a, int rows, uint32_t stage_a, uint32_t staging,
-                                                 float* stage_scales, uint64_t* full, int lane) {
+// The GEMM's own A quantization (gemm_kernel.cuh, kQuantA), one warp a K block: rows [row0, row0 + 16)
+// below m of K block kb of a 16-bit x (K % 8 == 0, 16-byte aligned rows), quantized per 1 x 128 group
+// into a stage: e4m3 bytes where the A tile's TMA load puts them (a 128-byte row each, 128B swizzle),
+// fp32 scales in the stage's M-major column. Rows past m keep whatever the stage held (their output rows
+// are never stored); columns past K get zeros, which B's zero fill meets. The loads are issued before the
+// wait for the stage; the stores are fenced for the tensor cores' async-proxy reads, and every lane
+// arrives on the stage's full barrier.
+constexpr int kQuantAMaxRows = 16;
+constexpr int kQuantARowsPerHalf = kQuantAMaxRows / kQuantGroupsPerWarp;  // the two half-warps alternate rows
+__device__ __forceinline__ void quantize_a_stage(const QuantizeArgs& a, int64_t row0, int64_t m, int kb,
+                                                 uint8_t* stage_a, float* stage_scales, uint64_t* empty,
+                                                 uint32_t empty_parity, uint64_t* full, int lane) {
   const int half = lane / kQuantLanesPerGroup;
   const int sub = lane % kQuantLanesPerGroup;
+  const int64_t c0 = static_cast<int64_t>(kb) * kQuantGroup + sub * kQuantElemsPerLane;
+  const bool in_k = c0 < a.k;
+  const int rows = static_cast<int>(m - row0 < kQuantAMaxRows ? m - row0 : kQuantAMaxRows);
+  const auto* x = static_cast<const uint16_t*>(a.x) + row0 * a.x_stride_m + c0;
+  uint4 raw[kQuantARowsPerHalf];
 #pragma unroll
-  for (int r0 = 0; r0 < kQuantAMaxRows; r0 += kQuantGroupsPerWarp) {
-    if (r0 >= rows) break;  // uniform: the half-warps take rows r0 and r0 + 1
-    const int r = r0 + half;
+  for (int i = 0; i < kQuantARowsPerHalf; ++i) {
+    const int r = half + i * kQuantGroupsPerWarp;
+    raw[i] = r < rows && in_k ? __ldg(reinterpret_cast<const uint4*>(x + r * a.x_stride_m)) : make_uint4(0, 0, 0, 0);
+  }
+  ptx::mbar_wait(empty, empty_parity);
+  const uint32_t stage = ptx::smem_addr(stage_a);
+#pragma unroll
+  for (int i = 0; i < kQuantARowsPerHalf; ++i) {
+    const int r = half + i * kQuantGroupsPerWarp;
     float v[kQuantElemsPerLane];
-    unpack_16bit(ptx::ld_shared_v4(staging + r * kQuantAStagingRowBytes + sub * kQuantVecBytes), a.x_format, v);
+    unpack_16bit(raw[i], a.x_format, v);
     const float amax = group_amax(v);
     if (r < rows) {
       const float s = group_scale(amax, a);
       uint32_t words[kQuantElemsPerLane / 4];
       encode_e4m3(v, s, amax, words);
-      ptx::st_shared_v2_b32(stage_a + hopper::swizzle_span(r * hopper::kSwizzleBytes + sub * kQuantStoreBytes,
-                                                           hopper::kSwizzleBytes),
-                            words[0], words[1]);
+      const uint32_t at = hopper::swizzle_span(r * hopper::kSwizzleBytes + sub * kQuantStoreBytes, hopper::kSwizzleBytes);
+      ptx::st_shared_v2_b32(stage + at, words[0], words[1]);
       if (sub == 0) stage_scales[r] = s;
     }
   }

@@ -29,9 +29,6 @@ struct TileConfig {
   // Tiles start at any row (the grouped GEMM's unpadded segments), not at multiples of block_m: set on
   // a row's grouped instantiation (with_any_row_start()), never in the table.
   bool any_row_start = false;
-  // The kernel quantizes A itself from a 16-bit x (gemm_kernel.cuh kQuantA): set on a decode row's
-  // instantiation (with_quantized_a()), never in the table.
-  bool quantizes_a = false;
 };
 constexpr int kMaxClusterN = 2;
 
@@ -70,9 +67,9 @@ constexpr bool register_splits_fit() {
   return true;
 }
 static_assert(register_splits_fit(), "register budgets exceed the register file");
-// The producer of a kernel that quantizes A itself (one math warpgroup; its quantizer warps convert a
-// stage's x rows), which spilled at kProducerRegs.
-constexpr int kQuantAProducerRegs = 72;
+// The producer of a kernel that quantizes A itself (one math warpgroup): its quantizer warps hold a K
+// block's x loads for 8 rows a lane.
+constexpr int kQuantAProducerRegs = 104;
 static_assert(hopper::kWarpgroupThreads * (kQuantAProducerRegs + kMathRegs[0]) <= kRegisterFile,
               "the quantizing producer's registers exceed the register file");
 constexpr int kMathRegsBesideAcc = 32;  // addresses, scales, loop state next to the accumulators
@@ -160,10 +157,8 @@ static_assert(kAScaleSlackFloats * sizeof(float) % kTmaSmemAlign == 0 && kAScale
 GEMM_HOST_DEVICE constexpr int scale_stage_floats(const TileConfig& c) {
   return a_scale_stage_floats(c) + kMaxScaleBlocksPerTile;
 }
-// A stage of a kernel that quantizes A itself has one more barrier: its x tile has landed.
 GEMM_HOST_DEVICE constexpr int ring_stage_bytes(const TileConfig& c) {
-  return stage_bytes(c) + scale_stage_floats(c) * static_cast<int>(sizeof(float)) + kBarrierBytesPerStage +
-         (c.quantizes_a ? kBarrierBytesPerStage / 2 : 0);
+  return stage_bytes(c) + scale_stage_floats(c) * static_cast<int>(sizeof(float)) + kBarrierBytesPerStage;
 }
 constexpr int kMinStages = 4;  // fewer cannot cover the TMA latency of a K block
 // Epilogue staging: per math warpgroup, one 64-row slab of a 16-bit output, written by the warpgroup
@@ -190,23 +185,9 @@ constexpr int kMinPairUnitKBlocks = 48;
 static_assert(kMinPairUnitKBlocks > kKBlocksPerPair, "a paired plan has whole K blocks to pair");
 GEMM_HOST_DEVICE constexpr bool pairs_loads(const TileConfig& c) { return c.pairs; }
 // Configs with an instantiation that quantizes A itself (gemm_kernel.cuh kQuantA): one-warpgroup decode
-// tiles on single CTAs, whose producer has two idle warps. TMA loads a K block of x, at most
-// kQuantAMaxRows rows of 16-bit elements, into the last kQuantAStagingBytes of the A stage, rows that
-// multiply only into output rows past M (never stored); the quantizer warps write the e4m3 rows above.
-constexpr int kQuantAMaxRows = 16;
-constexpr int kQuantAXBytes = 2;
-constexpr int kQuantAStagingBytes = kQuantAMaxRows * kBlockK * kQuantAXBytes;
+// tiles on single CTAs, whose producer has two idle warps.
 GEMM_HOST_DEVICE constexpr bool quantizes_a_in_kernel(const TileConfig& c) {
   return c.block_m == hopper::kWgmmaM && c.slabs == 1 && c.cluster_n == 1 && !c.any_row_start;
-}
-GEMM_HOST_DEVICE constexpr int quant_a_staging_offset(const TileConfig& c) {
-  return c.block_m * kBlockK - kQuantAStagingBytes;
-}
-static_assert(hopper::kWgmmaM * kBlockK - kQuantAStagingBytes >= kQuantAMaxRows * kBlockK,
-              "the x staging lies past the e4m3 rows of a decode tile's A stage");
-GEMM_HOST_DEVICE constexpr TileConfig with_quantized_a(TileConfig c) {
-  c.quantizes_a = true;
-  return c;
 }
 GEMM_HOST_DEVICE constexpr int staging_col_parts(const TileConfig& c) {
   const int chunks = c.block_n / kMinStoreChunkCols;
