@@ -36,8 +36,6 @@ enum class ScaleFormat : int32_t {
 // Input of the activation quantizer.
 enum class InFormat : int32_t { kBF16 = 0, kFP16 = 1, kFP32 = 2 };
 
-struct QuantizeArgs;
-
 // All strides are in elements and may be any int64 value the binding accepted; a backend reads
 // layouts from them (K-major: a_stride_k == 1; M-major: a_stride_m == 1) and must never guess.
 struct GemmArgs {
@@ -78,11 +76,6 @@ struct GemmArgs {
   const int64_t* row_group = nullptr;
   const int32_t* group_rows = nullptr;
   int64_t group_row_stride = 0;
-
-  // Where set (dense only), a and a_scale are what the activation quantizer makes of a_from->x (a_from->q
-  // and a_from->scale are a and a_scale): the launcher quantizes first, or the GEMM quantizes A itself
-  // where its backend can (CUDA: decode sizes of a 16-bit x) and a and a_scale stay unwritten.
-  const QuantizeArgs* a_from = nullptr;
 };
 
 // The routing rules every backend checks the same way for a grouped GEMM (num_groups > 0): exactly one

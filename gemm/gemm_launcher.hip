@@ -414,9 +414,6 @@ std::string launch_with_config(const GemmArgs& args, const RocmConfig& config, c
 }  // namespace gemm::rocm
 
 std::string gemm::gemm_launch(const GemmArgs& args, const Workspace& workspace, void* stream) {
-  if (args.a_from != nullptr) {
-    if (std::string err = quantize_launch(*args.a_from, stream); !err.empty()) return err;
-  }
   int device = 0, cu_count = 0;
   if (hipError_t err = hipGetDevice(&device); err != hipSuccess) return rocm::hip_error("hipGetDevice", err);
   if (hipError_t err = hipDeviceGetAttribute(&cu_count, hipDeviceAttributeMultiprocessorCount, device); err != hipSuccess)

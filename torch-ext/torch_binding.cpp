@@ -371,9 +371,8 @@ constexpr const char* kBackend = "CUDA";
 
 // gemm's and quantize's bodies, with the name of the op their errors name; the GEMM's on a problem
 // validate_gemm already checked.
-// a_from: a and a_scale are to be quantized from it first (by the launcher, or inside the GEMM).
 void launch_dense(const char* op, const Problem& problem, at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
-                  const at::Tensor& a_scale, const at::Tensor& b_scale, const gemm::QuantizeArgs* a_from = nullptr) {
+                  const at::Tensor& a_scale, const at::Tensor& b_scale) {
   if (problem.m == 0) return;  // nothing to compute; backends may assume m >= 1
   on_current_stream(a, [&](void* stream) {
     std::vector<at::Tensor> storage;
@@ -381,15 +380,12 @@ void launch_dense(const char* op, const Problem& problem, at::Tensor& out, const
     const Operand b_op = dense_operand(b);
     const Operand b_scale_op = dense_operand(b_scale);
     set_weight(args, b_op, b_scale_op);
-    args.a_from = a_from;
     launch_gemm(op, args, a.device(), stream);
   });
 }
 
-// The quantizer's arguments for x -> (q, scale), checked; `x_rows` keeps a row-major copy of x alive
-// where x had another layout. m or k == 0: nothing to launch.
-gemm::QuantizeArgs quantize_args(const char* op, at::Tensor& q, at::Tensor& scale, const at::Tensor& x,
-                                 const std::optional<at::Tensor>& static_scale, bool pow2_scale, at::Tensor& x_rows) {
+void run_quantize(const char* op, at::Tensor& q, at::Tensor& scale, const at::Tensor& x,
+                  const std::optional<at::Tensor>& static_scale, bool pow2_scale) {
   check_dim(op, x, "x", 2, "[M, K]");
   check_dim(op, q, "q", 2, "[M, K]");
   check_dim(op, scale, "scale", 2, "[M, ceil(K/128)]");
@@ -416,11 +412,11 @@ gemm::QuantizeArgs quantize_args(const char* op, at::Tensor& q, at::Tensor& scal
   const std::optional<Layout2d> scale_layout = dense_layout(scale);
   TORCH_CHECK_VALUE(scale_layout, op, ": scale must be row-major or M-major (one unit stride, the other >= its dim), got strides ",
                     list_str(scale.strides()));
-  if (args.m == 0 || args.k == 0) return args;  // nothing to write; backends may assume m, k >= 1
+  if (args.m == 0 || args.k == 0) return;  // nothing to write; backends may assume m, k >= 1
 
   // x is read row by row: any other layout is copied, in its own dtype.
   const std::optional<Layout2d> x_dense = dense_layout(x);
-  x_rows = x_dense && x_dense->col_stride == 1 ? x : x.contiguous();
+  const at::Tensor x_rows = x_dense && x_dense->col_stride == 1 ? x : x.contiguous();
   args.x = x_rows.const_data_ptr();
   args.x_stride_m = x_rows.is_same(x) ? x_dense->row_stride : args.k;
   args.q = q.mutable_data_ptr();
@@ -428,14 +424,6 @@ gemm::QuantizeArgs quantize_args(const char* op, at::Tensor& q, at::Tensor& scal
   args.scale = scale.mutable_data_ptr();
   args.scale_stride_m = scale_layout->row_stride;
   args.scale_stride_k = scale_layout->col_stride;
-  return args;
-}
-
-void run_quantize(const char* op, at::Tensor& q, at::Tensor& scale, const at::Tensor& x,
-                  const std::optional<at::Tensor>& static_scale, bool pow2_scale) {
-  at::Tensor x_rows;
-  const gemm::QuantizeArgs args = quantize_args(op, q, scale, x, static_scale, pow2_scale, x_rows);
-  if (args.m == 0 || args.k == 0) return;
   on_current_stream(x, [&](void* stream) {
     const std::string error = gemm::quantize_launch(args, stream);
     TORCH_CHECK(error.empty(), op, ": ", error);
@@ -498,7 +486,7 @@ void quantize_op(at::Tensor& q, at::Tensor& scale, const at::Tensor& x, const st
 
 // quantize + gemm in one op: x [M, K] quantized per 1x128 group into buffers from the caching
 // allocator (FP8 in b's format, fp32 scales M-major: the layout every backend's GEMM reads fastest),
-// then multiplied, in one dispatch; the CUDA GEMM quantizes decode-sized x itself.
+// then multiplied, in one dispatch.
 void linear_op(at::Tensor& out, const at::Tensor& x, const at::Tensor& b, const at::Tensor& b_scale,
                const std::optional<at::Tensor>& static_scale, bool pow2_scale) {
   constexpr const char* op = "linear";
@@ -514,9 +502,8 @@ void linear_op(at::Tensor& out, const at::Tensor& x, const at::Tensor& b, const 
   at::Tensor scale = at::empty({k_blocks, m}, x.options().dtype(at::kFloat)).t();
   // Every check (the GEMM's on b_scale and out, the quantizer's on x) runs before anything is launched.
   const Problem problem = validate_gemm(op, out, q, b, scale, b_scale, false, kFnuzSupported, kBackend);
-  at::Tensor x_rows;
-  const gemm::QuantizeArgs quant = quantize_args(op, q, scale, x, static_scale, pow2_scale, x_rows);
-  launch_dense(op, problem, out, q, b, scale, b_scale, quant.m > 0 && quant.k > 0 ? &quant : nullptr);
+  run_quantize(op, q, scale, x, static_scale, pow2_scale);
+  launch_dense(op, problem, out, q, b, scale, b_scale);
 }
 
 #if !defined(CPU_KERNEL)

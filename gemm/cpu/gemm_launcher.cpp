@@ -163,11 +163,8 @@ std::string plan_segments(const GemmArgs& args, std::vector<Segment>& segments,
 
 namespace gemm {
 
-std::string gemm_launch(const GemmArgs& args, const Workspace& workspace, void* stream) {
+std::string gemm_launch(const GemmArgs& args, const Workspace& workspace, void* /*stream*/) {
   using namespace cpu;
-  if (args.a_from != nullptr) {
-    if (std::string err = quantize_launch(*args.a_from, stream); !err.empty()) return err;
-  }
   const Fp8Decoder* a_decoder = fp8_decoder(args.a_format);
   if (a_decoder == nullptr) return format_error("a_format", static_cast<int32_t>(args.a_format));
   const Fp8Decoder* b_decoder = fp8_decoder(args.b_format);

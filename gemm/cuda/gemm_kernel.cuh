@@ -46,7 +46,6 @@
 #include "hopper_layout.h"
 #include "hopper_ptx.h"
 #include "kernel_params.h"
-#include "quantize_kernel.cuh"
 #include "scale_formats.h"
 #include "tile_configs.h"
 #include "tile_scheduler.h"
@@ -138,19 +137,13 @@ __device__ __forceinline__ bool slab_inside_group(const GroupedUnit& w, int64_t 
 // kGrouped: the grouped GEMM (MoE experts, grouped_scheduler.h): whole tiles of each group's rows, B and
 // its scales offset to the tile's group, stores clipped to the group's rows (or, with p.group.out_rows,
 // sent to the rows it names).
-// kQuantA (decode tiles of at most kQuantAMaxRows rows): A is p.a_from's bf16/fp16 x, quantized per 1 x 128
-// group by two producer warps straight into the stages (quantize_a_stage), with the activation
-// quantizer's numerics bit for bit; nothing is written to global memory but C.
-template <int kBlockM, int kBlockN, int kClusterN, int kSlabs, bool kPairs, bool kSplitK, bool kGrouped,
-          bool kQuantA = false>
+template <int kBlockM, int kBlockN, int kClusterN, int kSlabs, bool kPairs, bool kSplitK, bool kGrouped>
 __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClusterN, kSlabs, kPairs}), 1)
     fp8_gemm_kernel(const __grid_constant__ TensorMaps maps, const KernelParams p) {
   constexpr TileConfig kCfg{kBlockM, kBlockN, kClusterN, kSlabs, kPairs, kGrouped};
   static_assert(registers_fit(kCfg), "accumulators do not fit the math warpgroups' register budget");
   static_assert(!kSplitK || splits_k(kCfg), "K split on a config without one");
   static_assert(!kGrouped || (!kSplitK && kClusterN == 1), "grouped schedules run whole tiles on single CTAs");
-  static_assert(!kQuantA || (kBlockM == hopper::kWgmmaM && kClusterN == 1 && !kGrouped),
-                "A is quantized in the kernel only on one-warpgroup decode tiles");
   constexpr int kStages = num_stages(kCfg);
   constexpr int kMathWG = num_math_warpgroups(kCfg);
   constexpr int kWgRows = kSlabs * hopper::kWgmmaM;  // a math warpgroup's rows of the tile: its slabs
@@ -162,7 +155,6 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
   constexpr int kMaxScaleBlocks = max_scale_blocks(kBlockN);
   constexpr bool kTmaScales = scales_by_tma(kCfg);
   constexpr int kScaleWarp = 1;  // producer warp gathering scales with cp.async (warp 0 issues TMA)
-  constexpr int kQuantAWarp0 = 2, kQuantAWarps = 2;  // kQuantA: the producer warps quantizing A
   constexpr int kAScaleFloats = a_scale_stage_floats(kCfg);
   static_assert(!kTmaScales || kAScaleFloats <= hopper::kTmaMaxBox, "a stage's A-scale column is one TMA box");
   constexpr int kBScaleFloats = kMaxScaleBlocksPerTile;
@@ -224,19 +216,18 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
   const int sched_grid = static_cast<int>(gridDim.x / cluster_ctas);
 
   if (threadIdx.x == 0) {
-    if (!kQuantA) ptx::tma_prefetch_desc(&maps.a);
+    ptx::tma_prefetch_desc(&maps.a);
     ptx::tma_prefetch_desc(&maps.b);
     if (kTmaScales && p.a_scale_tma) ptx::tma_prefetch_desc(&maps.a_scale);
     if (kPairLoads && p.pair_kblocks > 0) {
-      if (!kQuantA) ptx::tma_prefetch_desc(&maps.a_pair);
+      ptx::tma_prefetch_desc(&maps.a_pair);
       ptx::tma_prefetch_desc(&maps.b_pair);
       if (kTmaScales && p.a_scale_tma) ptx::tma_prefetch_desc(&maps.a_scale_pair);
     }
     if (p.out_tma) ptx::tma_prefetch_desc(&maps.out);
 #pragma unroll
     for (int s = 0; s < kStages; ++s) {
-      // TMA expect_tx + scale-warp lanes (+ the lanes of the warp quantizing the stage's A).
-      ptx::mbar_init(&full_bar[s], 1 + hopper::kWarpSize + (kQuantA ? hopper::kWarpSize : 0));
+      ptx::mbar_init(&full_bar[s], 1 + hopper::kWarpSize);  // TMA expect_tx + scale-warp lanes
       // One arrive per math warp of every cluster CTA: each of them reads what this CTA multicasts.
       ptx::mbar_init(&empty_bar[s], kMathWG * hopper::kWarpgroupWarps * kClusterN);
     }
@@ -264,7 +255,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
 
   if (warpgroup == kMathWG) {
     // ---------------- producer ----------------
-    ptx::setmaxnreg_dec<kQuantA ? kQuantAProducerRegs : kProducerRegs>();
+    ptx::setmaxnreg_dec<kProducerRegs>();
     const int warp = tid / hopper::kWarpSize;
     // Every producer thread passes the two cluster barriers that the math warps of a K split pass after
     // each unit (below): the ring stays untouched until rank 0 has read the partials left in it.
@@ -279,8 +270,8 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
     Unit w;
     if (warp == 0 && lane == 0) {
       const bool tma_a_scales = kTmaScales && p.a_scale_tma;
-      const uint32_t stage_tx_bytes = (kQuantA ? 0 : kABytes) + kBBytes +
-                                      (tma_a_scales ? kAScaleFloats * static_cast<int>(sizeof(float)) : 0);
+      const uint32_t stage_tx_bytes =
+          kABytes + kBBytes + (tma_a_scales ? kAScaleFloats * static_cast<int>(sizeof(float)) : 0);
       const uint64_t b_policy = ptx::l2_policy_evict_first();
       RingPos<kStages> pos;
       for (int unit = 0; next_unit(unit, w); ++unit) {
@@ -292,8 +283,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
           const int s = pos.stage;
           ptx::mbar_wait(&empty_bar[s], pos.phase ^ 1);  // fresh barriers pass parity 1 at once
           ptx::mbar_arrive_expect_tx(&full_bar[s], stage_tx_bytes);
-          if constexpr (kQuantA) {
-          } else if constexpr (kClusterN > 1) {
+          if constexpr (kClusterN > 1) {
             // This CTA's slice of the shared A tile, into every cluster CTA's stage (their full
             // barriers expect the whole tile; their empty barriers, freed by all, allow the write).
             const int slice_row = cta_rank * kARowsPerCta;
@@ -322,7 +312,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
           ptx::mbar_wait(&empty_bar[s + 1], pos.phase ^ 1);
           ptx::mbar_arrive_expect_tx(&full_bar[s], kKBlocksPerPair * stage_tx_bytes);
           ptx::mbar_arrive(&full_bar[s + 1]);
-          if constexpr (!kQuantA) ptx::tma_load_3d(smem_a + s * kABytes, &maps.a_pair, &full_bar[s], 0, a_row, kb);
+          ptx::tma_load_3d(smem_a + s * kABytes, &maps.a_pair, &full_bar[s], 0, a_row, kb);
           if (p.b_evict_first) {
             ptx::tma_load_3d_hint(smem_b + s * kBBytes, &maps.b_pair, &full_bar[s], 0, b_row, kb, b_policy);
           } else {
@@ -387,7 +377,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
             // UE8M0: the byte is loaded before the wait for the stage, which then covers its latency.
             const uint8_t b_byte = kUe8m0 && b_ok ? __ldg(reinterpret_cast<const uint8_t*>(b_src)) : 0;
             ptx::mbar_wait(&empty_bar[s], pos.phase ^ 1);
-            if (!kQuantA && (!kTmaScales || !p.a_scale_tma)) {
+            if (!kTmaScales || !p.a_scale_tma) {
               const uint32_t dst = a_dst0 + s * kAScaleFloats * kFloat;
               const float* src = a_src;
               // Rolled for 128+-row tiles (this gather is their rare path): unrolled, its hoisted per-row
@@ -419,21 +409,6 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
         gather_scales(std::true_type{});
       } else {
         gather_scales(std::false_type{});
-      }
-    } else if (kQuantA) {
-      // Warps kQuantAWarp0 and the next take turns by K block: each quantizes all of a stage's rows.
-      const int turn = warp - kQuantAWarp0;
-      RingPos<kStages> pos;
-      int kblocks = 0;  // this CTA's K blocks so far
-      for (int unit = 0; next_unit(unit, w); ++unit) {
-        const int64_t row0 = unit_row0<kBlockM>(w);
-        for (int kb = w.kb_begin; kb < w.kb_end; ++kb, ++kblocks, pos.advance()) {
-          if (kblocks % kQuantAWarps != turn) continue;
-          quantize_a_stage(p.a_from, row0, p.m, kb, smem_a + pos.stage * kABytes,
-                           smem_a_scales + pos.stage * kAScaleFloats, &empty_bar[pos.stage], pos.phase ^ 1,
-                           &full_bar[pos.stage], lane);
-        }
-        split_barriers();
       }
     } else {
       for (int unit = 0; k_split > 1 && next_unit(unit, w); ++unit) {

@@ -309,16 +309,6 @@ std::string fp32_a_scales(const GemmArgs& args, const Workspace& ws, cuda::Scale
   return {};
 }
 
-// Whether the GEMM of `plan` quantizes A itself from `x` (kQuantA): a config with that instantiation, at
-// most kQuantAMaxRows rows, and an x its quantizer warps read with 16-byte loads.
-bool a_quantized_in_kernel(const QuantizeArgs& x, const Plan& plan) {
-  constexpr int64_t kVec = cuda::kQuantVecBytes, kElem = 2;
-  return cuda::quantizes_a_in_kernel(kTileConfigs[plan.config]) && x.m <= cuda::kQuantAMaxRows &&
-         (x.x_format == InFormat::kBF16 || x.x_format == InFormat::kFP16) && x.q_format == Fp8Format::kE4M3FN &&
-         x.k % (kVec / kElem) == 0 && reinterpret_cast<uintptr_t>(x.x) % kVec == 0 &&
-         (x.m == 1 || x.x_stride_m * kElem % kVec == 0);
-}
-
 // ---- dispatch: one launcher per row of kTileConfigs ----
 using ConfigLauncher = cudaError_t (*)(const TensorMaps&, const KernelParams&, int grid, int cluster_ctas,
                                        cudaStream_t, int* max_clusters);
@@ -328,20 +318,16 @@ using ConfigLauncher = cudaError_t (*)(const TensorMaps&, const KernelParams&, i
 // overlap that kernel's end, or the part after that kernel's griddepcontrol.launch_dependents); with
 // stream == nullptr and `max_clusters` set, only asks how many such clusters fit on the device at once.
 // kGrouped: the config's grouped instantiation (grouped_planner.h's configs).
-// kQuantA: the instantiation that quantizes A itself (configs where quantizes_a_in_kernel(); the others
-// refuse).
-template <int I, bool kGrouped = false, bool kQuantA = false>
+template <int I, bool kGrouped = false>
 cudaError_t launch_config(const TensorMaps& maps, const KernelParams& p, int grid, int cluster_ctas,
                           cudaStream_t stream, int* max_clusters) {
   constexpr TileConfig c = kGrouped ? cuda::grouped_tile_config(I) : kTileConfigs[I];
   static_assert(!kGrouped || cuda::grouped_smem_fits(c), "the groups' table does not fit beside the ring");
-  constexpr bool kQuant = kQuantA && cuda::quantizes_a_in_kernel(c);
-  if (kQuantA && !kQuant) return cudaErrorInvalidConfiguration;
   // K-split plans (and the occupancy of split clusters) take the config's K-splitting instantiation.
   const bool split = cluster_ctas > c.cluster_n;
-  auto* kernel = &cuda::fp8_gemm_kernel<c.block_m, c.block_n, c.cluster_n, c.slabs, c.pairs, false, kGrouped, kQuant>;
+  auto* kernel = &cuda::fp8_gemm_kernel<c.block_m, c.block_n, c.cluster_n, c.slabs, c.pairs, false, kGrouped>;
   if constexpr (cuda::splits_k(c) && !kGrouped) {
-    if (split) kernel = &cuda::fp8_gemm_kernel<c.block_m, c.block_n, c.cluster_n, c.slabs, c.pairs, true, false, kQuant>;
+    if (split) kernel = &cuda::fp8_gemm_kernel<c.block_m, c.block_n, c.cluster_n, c.slabs, c.pairs, true, false>;
   }
   if (split && (kGrouped || !cuda::splits_k(c))) return cudaErrorInvalidConfiguration;
   constexpr int smem = kGrouped ? cuda::grouped_smem_bytes(c) : cuda::smem_bytes(c);
@@ -379,12 +365,11 @@ cudaError_t launch_config(const TensorMaps& maps, const KernelParams& p, int gri
   return cudaLaunchKernelEx(&config, kernel, maps, p);
 }
 
-template <bool kQuantA, size_t... I>
+template <size_t... I>
 constexpr std::array<ConfigLauncher, sizeof...(I)> make_launchers(std::index_sequence<I...>) {
-  return {&launch_config<static_cast<int>(I), false, kQuantA>...};
+  return {&launch_config<static_cast<int>(I)>...};
 }
-constexpr auto kLaunchers = make_launchers<false>(std::make_index_sequence<cuda::kNumTileConfigs>{});
-constexpr auto kQuantALaunchers = make_launchers<true>(std::make_index_sequence<cuda::kNumTileConfigs>{});
+constexpr auto kLaunchers = make_launchers(std::make_index_sequence<cuda::kNumTileConfigs>{});
 
 int out_bytes(OutFormat f) { return f == OutFormat::kFP32 ? 4 : 2; }
 
@@ -597,12 +582,6 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
   const int64_t m = args.m, n = args.n, k = args.k;
   const TileConfig& cfg = kTileConfigs[plan.config];
   std::string err;
-  // With args.a_from the GEMM quantizes A itself where it can (decode tiles, a 16-bit x); else the
-  // activation quantizer writes args.a and its scales first, and the GEMM launches behind it.
-  const bool quant_a = args.a_from != nullptr && a_quantized_in_kernel(*args.a_from, plan);
-  if (args.a_from != nullptr && !quant_a) {
-    if (err = quantize_launch(*args.a_from, stream); !err.empty()) return err;
-  }
 
   Operand a, b;
   RepackGroups repacks{};
@@ -611,9 +590,7 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
   if (err = prepare_operand("b", args.b, n, k, args.b_stride_n, args.b_stride_k, workspace, repacks, b);
       !err.empty()) return err;
   TensorMaps maps{};
-  if (!quant_a) {
-    if (err = encode_operand("a", a, m, k, cfg.block_m / cfg.cluster_n, maps.a); !err.empty()) return err;
-  }
+  if (err = encode_operand("a", a, m, k, cfg.block_m / cfg.cluster_n, maps.a); !err.empty()) return err;
   if (err = encode_operand("b", b, n, k, cfg.block_n, maps.b); !err.empty()) return err;
   const int64_t kblocks = cuda::cdiv(k, cuda::kBlockK);
   ScaleOperand sa;
@@ -638,9 +615,7 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
   const int64_t whole_kblocks = k / cuda::kBlockK;
   const bool pairs = cuda::pairs_planned(plan);
   if (pairs) {
-    if (!quant_a) {
-      if (err = encode_operand_pairs("a", a, m, whole_kblocks, cfg.block_m, maps.a_pair); !err.empty()) return err;
-    }
+    if (err = encode_operand_pairs("a", a, m, whole_kblocks, cfg.block_m, maps.a_pair); !err.empty()) return err;
     if (err = encode_operand_pairs("b", b, n, whole_kblocks, cfg.block_n, maps.b_pair); !err.empty()) return err;
     if (a_scale_tma) {
       if (err = encode_scales("a_scale", sa, m, kblocks, cuda::a_scale_stage_floats(cfg), cuda::kKBlocksPerPair,
@@ -663,7 +638,6 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
   p.a_scale_tma = a_scale_tma;
   p.b_evict_first = cuda::b_evict_first(plan);
   p.pair_kblocks = pairs ? static_cast<int32_t>(whole_kblocks) : 0;
-  if (quant_a) p.a_from = *args.a_from;
 
   p.out = args.c;
   p.out_ld = args.c_stride_m;
@@ -698,8 +672,7 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
     if (err = launch_scale_copy(scale_copy, stream); !err.empty()) return err;
   }
   if (err = launch_repacks(repacks, k, stream); !err.empty()) return err;
-  const auto& launchers = quant_a ? kQuantALaunchers : kLaunchers;
-  if (const cudaError_t e = launchers[plan.config](maps, p, plan.ctas(), plan.cluster_ctas(), stream, nullptr);
+  if (const cudaError_t e = kLaunchers[plan.config](maps, p, plan.ctas(), plan.cluster_ctas(), stream, nullptr);
       e != cudaSuccess) {
     return cuda_error("fp8_gemm_kernel launch", e);
   }

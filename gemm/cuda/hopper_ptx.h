@@ -168,9 +168,6 @@ __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads
 __device__ __forceinline__ void st_shared_b32(uint32_t addr, uint32_t value) {
   asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(value) : "memory");
 }
-__device__ __forceinline__ void st_shared_v2_b32(uint32_t addr, uint32_t lo, uint32_t hi) {
-  asm volatile("st.shared.v2.b32 [%0], {%1, %2};" ::"r"(addr), "r"(lo), "r"(hi) : "memory");
-}
 
 // ---- cp.async (LDGSTS): 4-byte global->shared copies of scales with any strides ----
 // `dst` is a shared-memory address (smem_addr); `src_bytes` 0 zero-fills the destination without reading

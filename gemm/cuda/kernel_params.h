@@ -49,7 +49,6 @@ struct KernelParams {
   // ones into an fp32 copy).
   ScaleFormat b_scale_format = ScaleFormat::kF32;
   GroupedParams group;
-  QuantizeArgs a_from;  // kQuantA kernels: the 16-bit x they quantize into A (q and scale unused)
 };
 
 }  // namespace gemm::cuda

@@ -126,94 +126,6 @@ __device__ __forceinline__ float quotient_rn(float x, float s, float r) {
   return fmaf(-neg_rem, r, q0);
 }
 
-// The |x| maximum of the group of this lane's half-warp (each lane holds 8 of its elements); every lane
-// of the warp takes part in the shuffles.
-__device__ __forceinline__ float group_amax(const float (&v)[kQuantElemsPerLane]) {
-  float amax = 0.f;
-#pragma unroll
-  for (int i = 0; i < kQuantElemsPerLane; ++i) amax = max_nan(amax, fabsf(v[i]));
-#pragma unroll
-  for (int off = kQuantLanesPerGroup / 2; off > 0; off /= 2) {
-    amax = max_nan(amax, __shfl_xor_sync(0xffffffffu, amax, off));
-  }
-  return amax;
-}
-
-// This lane's 8 elements divided by the group's scale s, as 8 e4m3 bytes in two words (element i in
-// byte i % 4 of word i / 4).
-__device__ __forceinline__ void encode_e4m3(float (&v)[kQuantElemsPerLane], float s, float amax,
-                                            uint32_t (&words)[kQuantElemsPerLane / 4]) {
-  if (s >= kQuotientMinScale && s <= kQuotientMaxScale && amax <= s * kQuotientMaxRatio) {
-    const float rcp = __frcp_rn(s);
-#pragma unroll
-    for (int i = 0; i < kQuantElemsPerLane; ++i) v[i] = quotient_rn(v[i], s, rcp);
-  } else {
-#pragma unroll
-    for (int i = 0; i < kQuantElemsPerLane; ++i) v[i] = v[i] / s;
-  }
-#pragma unroll
-  for (int i = 0; i < kQuantElemsPerLane; i += 4) {
-    const __nv_fp8x2_storage_t lo = __nv_cvt_float2_to_fp8x2(make_float2(v[i], v[i + 1]), __NV_SATFINITE, __NV_E4M3);
-    const __nv_fp8x2_storage_t hi =
-        __nv_cvt_float2_to_fp8x2(make_float2(v[i + 2], v[i + 3]), __NV_SATFINITE, __NV_E4M3);
-    words[i / 4] = static_cast<uint32_t>(lo) | static_cast<uint32_t>(hi) << 16;
-  }
-}
-
-// x's 8 16-bit elements in `raw` as fp32.
-__device__ __forceinline__ void unpack_16bit(const uint4& raw, InFormat format, float (&v)[kQuantElemsPerLane]) {
-  const auto* e = reinterpret_cast<const uint16_t*>(&raw);
-#pragma unroll
-  for (int i = 0; i < kQuantElemsPerLane; ++i) {
-    v[i] = format == InFormat::kFP16 ? to_float(__ushort_as_half(e[i])) : to_float(__ushort_as_bfloat16(e[i]));
-  }
-}
-
-// The GEMM's own A quantization (gemm_kernel.cuh, kQuantA), one warp a K block: rows [row0, row0 + 16)
-// below m of K block kb of a 16-bit x (K % 8 == 0, 16-byte aligned rows), quantized per 1 x 128 group
-// into a stage: e4m3 bytes where the A tile's TMA load puts them (a 128-byte row each, 128B swizzle),
-// fp32 scales in the stage's M-major column. Rows past m keep whatever the stage held (their output rows
-// are never stored); columns past K get zeros, which B's zero fill meets. The loads are issued before the
-// wait for the stage; the stores are fenced for the tensor cores' async-proxy reads, and every lane
-// arrives on the stage's full barrier.
-constexpr int kQuantAMaxRows = 16;
-constexpr int kQuantARowsPerHalf = kQuantAMaxRows / kQuantGroupsPerWarp;  // the two half-warps alternate rows
-__device__ __forceinline__ void quantize_a_stage(const QuantizeArgs& a, int64_t row0, int64_t m, int kb,
-                                                 uint8_t* stage_a, float* stage_scales, uint64_t* empty,
-                                                 uint32_t empty_parity, uint64_t* full, int lane) {
-  const int half = lane / kQuantLanesPerGroup;
-  const int sub = lane % kQuantLanesPerGroup;
-  const int64_t c0 = static_cast<int64_t>(kb) * kQuantGroup + sub * kQuantElemsPerLane;
-  const bool in_k = c0 < a.k;
-  const int rows = static_cast<int>(m - row0 < kQuantAMaxRows ? m - row0 : kQuantAMaxRows);
-  const auto* x = static_cast<const uint16_t*>(a.x) + row0 * a.x_stride_m + c0;
-  uint4 raw[kQuantARowsPerHalf];
-#pragma unroll
-  for (int i = 0; i < kQuantARowsPerHalf; ++i) {
-    const int r = half + i * kQuantGroupsPerWarp;
-    raw[i] = r < rows && in_k ? __ldg(reinterpret_cast<const uint4*>(x + r * a.x_stride_m)) : make_uint4(0, 0, 0, 0);
-  }
-  ptx::mbar_wait(empty, empty_parity);
-  const uint32_t stage = ptx::smem_addr(stage_a);
-#pragma unroll
-  for (int i = 0; i < kQuantARowsPerHalf; ++i) {
-    const int r = half + i * kQuantGroupsPerWarp;
-    float v[kQuantElemsPerLane];
-    unpack_16bit(raw[i], a.x_format, v);
-    const float amax = group_amax(v);
-    if (r < rows) {
-      const float s = group_scale(amax, a);
-      uint32_t words[kQuantElemsPerLane / 4];
-      encode_e4m3(v, s, amax, words);
-      const uint32_t at = hopper::swizzle_span(r * hopper::kSwizzleBytes + sub * kQuantStoreBytes, hopper::kSwizzleBytes);
-      ptx::st_shared_v2_b32(stage + at, words[0], words[1]);
-      if (sub == 0) stage_scales[r] = s;
-    }
-  }
-  ptx::fence_proxy_async_smem();
-  ptx::mbar_arrive(full);
-}
-
 // Grid: 1-D, striding over warp tasks (a row's pair of adjacent groups).
 template <typename T>
 __global__ void __launch_bounds__(kQuantThreads) quantize_kernel(const QuantizeParams p) {
@@ -233,11 +145,32 @@ __global__ void __launch_bounds__(kQuantThreads) quantize_kernel(const QuantizeP
     float v[kQuantElemsPerLane];
     // A half-warp past the last group loads nothing (c0 >= k) but takes part in the shuffles.
     load_chunk(static_cast<const T*>(a.x) + r * a.x_stride_m, c0, a.k, p.vector_loads, v);
-    const float amax = group_amax(v);
+    float amax = 0.f;
+#pragma unroll
+    for (int i = 0; i < kQuantElemsPerLane; ++i) amax = max_nan(amax, fabsf(v[i]));
+#pragma unroll
+    for (int off = kQuantLanesPerGroup / 2; off > 0; off /= 2) {
+      amax = max_nan(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+    }
     if (g >= p.groups) continue;
     const float s = group_scale(amax, a);
+    if (s >= kQuotientMinScale && s <= kQuotientMaxScale && amax <= s * kQuotientMaxRatio) {
+      const float rcp = __frcp_rn(s);
+#pragma unroll
+      for (int i = 0; i < kQuantElemsPerLane; ++i) v[i] = quotient_rn(v[i], s, rcp);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kQuantElemsPerLane; ++i) v[i] = v[i] / s;
+    }
     uint32_t words[kQuantElemsPerLane / 4];
-    encode_e4m3(v, s, amax, words);
+#pragma unroll
+    for (int i = 0; i < kQuantElemsPerLane; i += 4) {
+      const __nv_fp8x2_storage_t lo =
+          __nv_cvt_float2_to_fp8x2(make_float2(v[i], v[i + 1]), __NV_SATFINITE, __NV_E4M3);
+      const __nv_fp8x2_storage_t hi =
+          __nv_cvt_float2_to_fp8x2(make_float2(v[i + 2], v[i + 3]), __NV_SATFINITE, __NV_E4M3);
+      words[i / 4] = static_cast<uint32_t>(lo) | static_cast<uint32_t>(hi) << 16;
+    }
     uint8_t* q_row = static_cast<uint8_t*>(a.q) + r * a.q_stride_m;
     if (p.vector_stores && c0 + kQuantElemsPerLane <= a.k) {
       *reinterpret_cast<uint2*>(q_row + c0) = make_uint2(words[0], words[1]);

@@ -67,11 +67,6 @@ constexpr bool register_splits_fit() {
   return true;
 }
 static_assert(register_splits_fit(), "register budgets exceed the register file");
-// The producer of a kernel that quantizes A itself (one math warpgroup): its quantizer warps hold a K
-// block's x loads for 8 rows a lane.
-constexpr int kQuantAProducerRegs = 104;
-static_assert(hopper::kWarpgroupThreads * (kQuantAProducerRegs + kMathRegs[0]) <= kRegisterFile,
-              "the quantizing producer's registers exceed the register file");
 constexpr int kMathRegsBesideAcc = 32;  // addresses, scales, loop state next to the accumulators
 
 GEMM_HOST_DEVICE constexpr int num_math_warpgroups(const TileConfig& c) {
@@ -184,11 +179,6 @@ constexpr int kMinPairStages = 6;
 constexpr int kMinPairUnitKBlocks = 48;
 static_assert(kMinPairUnitKBlocks > kKBlocksPerPair, "a paired plan has whole K blocks to pair");
 GEMM_HOST_DEVICE constexpr bool pairs_loads(const TileConfig& c) { return c.pairs; }
-// Configs with an instantiation that quantizes A itself (gemm_kernel.cuh kQuantA): one-warpgroup decode
-// tiles on single CTAs, whose producer has two idle warps.
-GEMM_HOST_DEVICE constexpr bool quantizes_a_in_kernel(const TileConfig& c) {
-  return c.block_m == hopper::kWgmmaM && c.slabs == 1 && c.cluster_n == 1 && !c.any_row_start;
-}
 GEMM_HOST_DEVICE constexpr int staging_col_parts(const TileConfig& c) {
   const int chunks = c.block_n / kMinStoreChunkCols;
   const int min_stages = pairs_loads(c) ? kMinPairStages : kMinStages;
