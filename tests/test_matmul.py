@@ -52,6 +52,25 @@ def test_matmul_2d_matches_quantized_reference(kernel, device, m, n, k):
     assert_close_gemm(out, _expected(x, b, b_scale))
 
 
+@pytest.mark.kernels_ci
+@pytest.mark.parametrize("act_dtype", ACT_DTYPES, ids=str)
+@pytest.mark.parametrize("m", [1, 5, 16, 17])
+@pytest.mark.parametrize("n,k", [(576, 7168), (192, 1000), (160, 256)], ids=lambda v: str(v))
+def test_matmul_2d_bitwise_equal_to_quantize_then_gemm(kernel, device, act_dtype, m, n, k):
+    """matmul_2d gives the bits of the activation quantizer followed by gemm (M-major scales, bf16 out):
+    dynamic and static scales, padded and misaligned rows, a ragged last K block."""
+    b, b_scale = _weight(device, n, k)
+    wide = _activation((m, k + 8), act_dtype, device)
+    static = 3 / 256
+    for x in (wide[:, :k], wide[:, 1 : k + 1]):
+        q, s = kernel.quantize_activation(x, dtype=b.dtype, column_major_scales=True)
+        out = kernel.matmul_2d(x, b, b_scale, [128, 128], torch.bfloat16)
+        assert torch.equal(out, kernel.gemm(q, b, s, b_scale))
+        q, s = reference_quantize_activation(x, b.dtype, static_scale=static)
+        out = kernel.matmul_2d(x, b, b_scale, [128, 128], torch.bfloat16, torch.tensor(static, device=device))
+        assert torch.equal(out, kernel.gemm(q, b, s.t().contiguous().t(), b_scale))
+
+
 def test_matmul_2d_large_m(kernel, device):
     b, b_scale = _weight(device, 576, 7168, seed=2)
     x = _activation((257, 7168), torch.bfloat16, device, seed=3)
