@@ -18,8 +18,8 @@ constexpr int64_t kMaxQuantBlocks = int64_t{1} << 20;
 
 // Whether the GEMM that usually follows (the linear op's) should launch at once, its prologue beside the
 // quantizer's blocks, or as they finish. A GEMM of 65-128 rows runs the decode tiles over two M blocks
-// whose CTAs stream the same B tiles evict-first (planner.h, b_evict_first()): launched at once it ran
-// up to 22 % slower (H100, 128x7168x16384 72 -> 57 us quantize + GEMM), every other size gains or is even.
+// whose CTAs stream the same B tiles evict-first (planner.h, b_evict_first()): launched at once it took
+// up to 26 % longer (H100, 128x7168x16384 quantize + GEMM 72 against 57 us); other sizes gain or are even.
 bool quantizer_lets_gemm_start_early(int64_t m) {
   return m <= cuda::hopper::kWgmmaM || m > cuda::kMaxMBlocksBEvictFirst * cuda::hopper::kWgmmaM;
 }
