@@ -249,6 +249,22 @@ std::string encode_scales(const char* name, const ScaleOperand& op, int64_t rows
                    CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE, map);
 }
 
+// The tensor maps of A scales that 128+-row tiles load by TMA: a stage's column a box (maps.a_scale) and,
+// where the plan pairs its loads, two stages' a box (maps.a_scale_pair); the scales are read in place
+// where they are M-major, else `copy` is planned for the caller to launch.
+std::string encode_a_scales(const float* a_scale, int64_t m, int64_t kblocks, int64_t stride_m, int64_t stride_k,
+                            const TileConfig& cfg, bool pairs, const Workspace& ws, cuda::ScaleCopy& copy,
+                            TensorMaps& maps) {
+  ScaleOperand sa;
+  const int box = cuda::a_scale_stage_floats(cfg);
+  if (std::string err = prepare_scales("a_scale", a_scale, m, kblocks, stride_m, stride_k, ws, copy, sa); !err.empty()) {
+    return err;
+  }
+  if (std::string err = encode_scales("a_scale", sa, m, kblocks, box, 1, maps.a_scale); !err.empty()) return err;
+  if (!pairs) return {};
+  return encode_scales("a_scale", sa, m, kblocks, box, cuda::kKBlocksPerPair, maps.a_scale_pair);
+}
+
 // ---- 16-bit output as the TMA-store epilogue writes it: boxes of 64 rows x the config's swizzle span ----
 bool out_tma_storable(const GemmArgs& args) {
   if (args.c_format == OutFormat::kFP32) return false;  // fp32 goes from registers
@@ -513,24 +529,17 @@ std::string launch_grouped(const GemmArgs& args, const Workspace& workspace, cud
       cuda::scales_by_tma(cfg) &&
       (args.group_rows == nullptr ||
        scales_m_major_readable(a_scale, m, kblocks, src.a_scale_stride_m, src.a_scale_stride_k));
-  ScaleOperand sa;
   cuda::ScaleCopy scale_copy{};
-  const int a_scale_box = cuda::a_scale_stage_floats(cfg);
   if (a_scale_tma) {
-    if (err = prepare_scales("a_scale", a_scale, m, kblocks, src.a_scale_stride_m, src.a_scale_stride_k, workspace,
-                             scale_copy, sa);
+    if (err = encode_a_scales(a_scale, m, kblocks, src.a_scale_stride_m, src.a_scale_stride_k, cfg, plan.pairs,
+                              workspace, scale_copy, maps);
         !err.empty()) return err;
-    if (err = encode_scales("a_scale", sa, m, kblocks, a_scale_box, 1, maps.a_scale); !err.empty()) return err;
   }
   const int64_t whole_kblocks = k / cuda::kBlockK;
   if (plan.pairs) {
     if (err = encode_operand_pairs("a", a, m, whole_kblocks, cfg.block_m, maps.a_pair); !err.empty()) return err;
     if (err = encode_operand_pairs("b", b, groups * n, whole_kblocks, cfg.block_n, maps.b_pair); !err.empty()) {
       return err;
-    }
-    if (a_scale_tma) {
-      if (err = encode_scales("a_scale", sa, m, kblocks, a_scale_box, cuda::kKBlocksPerPair, maps.a_scale_pair);
-          !err.empty()) return err;
     }
   }
 
@@ -593,7 +602,6 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
   if (err = encode_operand("a", a, m, k, cfg.block_m / cfg.cluster_n, maps.a); !err.empty()) return err;
   if (err = encode_operand("b", b, n, k, cfg.block_n, maps.b); !err.empty()) return err;
   const int64_t kblocks = cuda::cdiv(k, cuda::kBlockK);
-  ScaleOperand sa;
   cuda::ScaleCopy scale_copy{};
   const float* a_scale = nullptr;
   int64_t a_scale_stride_m = 0, a_scale_stride_k = 0;
@@ -603,25 +611,18 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
   const bool a_scale_tma =
       cuda::scales_by_tma(cfg) &&
       (!cuda::gather_a_scales(plan) || scales_m_major_readable(a_scale, m, kblocks, a_scale_stride_m, a_scale_stride_k));
-  if (a_scale_tma) {
-    if (err = prepare_scales("a_scale", a_scale, m, kblocks, a_scale_stride_m, a_scale_stride_k, workspace,
-                             scale_copy, sa);
-        !err.empty()) return err;
-    if (err = encode_scales("a_scale", sa, m, kblocks, cuda::a_scale_stage_floats(cfg), 1, maps.a_scale);
-        !err.empty()) return err;
-  }
   // Paired loads read whole K blocks only (a plan pairs only with kMinPairUnitKBlocks of them): a ragged
   // last one loads alone, zero-filled past K.
   const int64_t whole_kblocks = k / cuda::kBlockK;
   const bool pairs = cuda::pairs_planned(plan);
+  if (a_scale_tma) {
+    if (err = encode_a_scales(a_scale, m, kblocks, a_scale_stride_m, a_scale_stride_k, cfg, pairs, workspace,
+                              scale_copy, maps);
+        !err.empty()) return err;
+  }
   if (pairs) {
     if (err = encode_operand_pairs("a", a, m, whole_kblocks, cfg.block_m, maps.a_pair); !err.empty()) return err;
     if (err = encode_operand_pairs("b", b, n, whole_kblocks, cfg.block_n, maps.b_pair); !err.empty()) return err;
-    if (a_scale_tma) {
-      if (err = encode_scales("a_scale", sa, m, kblocks, cuda::a_scale_stage_floats(cfg), cuda::kKBlocksPerPair,
-                              maps.a_scale_pair);
-          !err.empty()) return err;
-    }
   }
 
   KernelParams p;
