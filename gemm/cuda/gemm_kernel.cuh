@@ -4,7 +4,9 @@
 //  - a persistent grid walks the work units of tile_scheduler.h: whole tiles in grouped order (kGroupM,
 //    so that CTAs running at the same time share A and B tiles in L2), then stream-K pieces of the
 //    partial last wave: later pieces hand their fp32 partial sums to the tile's head through a
-//    workspace slot and a flag, and the head adds them before its epilogue;
+//    workspace slot and a flag, and the head adds them before its epilogue; where the launcher asks
+//    (KernelParams::tile_claims), CTAs claim their whole tiles from an atomic counter instead, so that
+//    CTAs drifting apart keep running neighbouring tiles;
 //  - with kSplitK, a plan may instead split every tile's K blocks over a cluster of k_split CTAs (a
 //    runtime value; configs where splits_k()): the ranks after 0 leave their fp32 partials in their own
 //    idle stage ring, and rank 0 adds them through distributed shared memory, in rank (K) order;
@@ -65,6 +67,15 @@ struct RingPos {
       phase ^= 1;
     }
   }
+};
+
+// A walker's place in a claimed schedule (tile_scheduler.h): its position in the claim ring, the tile
+// claimed for its next unit (the claiming thread only), and the unit from which it walks its SK range
+// (-1: still claiming).
+struct ClaimWalk {
+  RingPos<kClaimSlots> pos;
+  int32_t next = 0;
+  int32_t sk_from = -1;
 };
 
 // The scales one promotion multiplies by: this thread's two A rows and up to 3 B scale blocks.
@@ -195,9 +206,12 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
   float* smem_b_scales = smem_a_scales + kStages * kAScaleFloats;
   uint64_t* full_bar = reinterpret_cast<uint64_t*>(smem_b_scales + kStages * kBScaleFloats);
   uint64_t* empty_bar = full_bar + kStages;
+  uint64_t* claim_full = empty_bar + kStages;
+  uint64_t* claim_empty = claim_full + kClaimSlots;
+  int32_t* claim_tile = reinterpret_cast<int32_t*>(claim_empty + kClaimSlots);
   using Unit = std::conditional_t<kGrouped, GroupedUnit, WorkUnit>;
-  // Grouped kernels: the groups' table after the barriers (the launcher asks for grouped_smem_bytes()).
-  int32_t* group_words = reinterpret_cast<int32_t*>(empty_bar + kStages);
+  // Grouped kernels: the groups' table after the claim ring (the launcher asks for grouped_smem_bytes()).
+  int32_t* group_words = claim_tile + kClaimSlots;
   const GroupTable groups{group_words, group_words + kMaxGroups, group_words + 2 * kMaxGroups, p.group.rows.num_groups};
 
   // Broadcast from lane 0 so that ptxas sees a warp-uniform value: the shared-memory descriptors built
@@ -231,6 +245,11 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
       // One arrive per math warp of every cluster CTA: each of them reads what this CTA multicasts.
       ptx::mbar_init(&empty_bar[s], kMathWG * hopper::kWarpgroupWarps * kClusterN);
     }
+#pragma unroll
+    for (int s = 0; s < kClaimSlots; ++s) {
+      ptx::mbar_init(&claim_full[s], 1);                                          // the claiming thread
+      ptx::mbar_init(&claim_empty[s], kMathWG * hopper::kWarpgroupWarps + 1);  // math warps, scale warp
+    }
     ptx::fence_barrier_init();
   }
   // The peers' barriers must be initialized before the first multicast or remote arrive reaches them.
@@ -244,12 +263,48 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
   // nothing below reads or writes global memory before it has completed.
   ptx::wait_prior_grid();
   if constexpr (kGrouped) build_group_table<kBlockM>(p.group.rows, p.m, p.sched.n_blocks, groups);
+  // Claimed whole tiles (tile_scheduler.h): single CTAs running whole tiles only.
+  const bool claims = !kSplitK && kClusterN == 1 && p.tile_claims != nullptr;
+  int32_t claim_end = 0;  // tiles past it are not claimed: the grouped tiles, or the dense DP tiles
+  if constexpr (kGrouped) {
+    claim_end = grouped_tiles(groups);
+  } else {
+    claim_end = p.sched.dp_tiles;
+  }
+  // The tile of unit `unit` of a claimed walk: the CTA's own first, then the tiles the producer's TMA
+  // thread (the publisher) claims a unit ahead, so that the atomic's round trip overlaps a unit's loads,
+  // and publishes in the claim ring, where the other walkers read them.
+  auto claimed_tile = [&](int unit, ClaimWalk& c, bool publisher) -> int32_t {
+    if (unit == 0) {
+      if (publisher) c.next = sched_grid + atomicAdd(p.tile_claims, 1);
+      return sched_cta;
+    }
+    const int slot = c.pos.stage;
+    int32_t t;
+    if (publisher) {
+      t = c.next;
+      ptx::mbar_wait(&claim_empty[slot], c.pos.phase ^ 1);
+      claim_tile[slot] = t;
+      ptx::mbar_arrive(&claim_full[slot]);
+      if (t < claim_end) c.next = sched_grid + atomicAdd(p.tile_claims, 1);
+    } else {
+      ptx::mbar_wait(&claim_full[slot], c.pos.phase);
+      t = claim_tile[slot];
+      __syncwarp();
+      if (lane == 0) ptx::mbar_arrive(&claim_empty[slot]);
+    }
+    c.pos.advance();
+    return t;
+  };
   // Unit `unit` of this CTA's walk into `w` (which holds the previous one); false past the last.
-  auto next_unit = [&](int unit, Unit& w) {
+  auto next_unit = [&](int unit, Unit& w, ClaimWalk& c, bool publisher = false) {
     if constexpr (kGrouped) {
+      if (claims) return grouped_tile_unit(groups, p.sched, kBlockM, claimed_tile(unit, c, publisher), w);
       return grouped_work_unit(groups, p.sched, kBlockM, sched_cta, sched_grid, unit, w);
     } else {
-      return cta_work_unit(p.sched, sched_cta, sched_grid, k_rank, k_split, unit, w);
+      if (!claims) return cta_work_unit(p.sched, sched_cta, sched_grid, k_rank, k_split, unit, w);
+      const int32_t t = c.sk_from < 0 ? claimed_tile(unit, c, publisher) : 0;
+      return claimed_work_unit(p.sched, sched_cta, unit, t, c.sk_from, w);
     }
   };
 
@@ -274,7 +329,8 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
           kABytes + kBBytes + (tma_a_scales ? kAScaleFloats * static_cast<int>(sizeof(float)) : 0);
       const uint64_t b_policy = ptx::l2_policy_evict_first();
       RingPos<kStages> pos;
-      for (int unit = 0; next_unit(unit, w); ++unit) {
+      ClaimWalk claim;
+      for (int unit = 0; next_unit(unit, w, claim, true); ++unit) {
         const int32_t a_row = static_cast<int32_t>(unit_row0<kBlockM>(w));
         const int32_t a_scale_row = a_scale_box_row(kCfg, a_row);
         const int32_t b_row = static_cast<int32_t>((w.n_blk * kClusterN + cta_rank) * kBlockN + unit_b_row0(w, p));
@@ -350,7 +406,8 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
         using BScale = std::conditional_t<kUe8m0, uint8_t, float>;
         const auto* b_scale = static_cast<const BScale*>(p.b_scale);
         RingPos<kStages> pos;
-        for (int unit = 0; next_unit(unit, w); ++unit) {
+        ClaimWalk claim;
+        for (int unit = 0; next_unit(unit, w, claim); ++unit) {
           const int64_t nb = (w.n_blk * kClusterN + cta_rank) * kBlockN / kScaleBlockN + lane;
           const bool b_lane = lane < kMaxScaleBlocks;
           const bool b_ok = b_lane && nb < num_scale_n;
@@ -411,7 +468,8 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
         gather_scales(std::false_type{});
       }
     } else {
-      for (int unit = 0; k_split > 1 && next_unit(unit, w); ++unit) {
+      ClaimWalk claim;  // unused: K splits never claim
+      for (int unit = 0; k_split > 1 && next_unit(unit, w, claim); ++unit) {
         split_barriers();
       }
     }
@@ -441,7 +499,8 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
     constexpr uint64_t kADescStageStep = static_cast<uint64_t>(kABytes) >> hopper::kDescAddrShift;
     constexpr uint64_t kBDescStageStep = static_cast<uint64_t>(kBBytes) >> hopper::kDescAddrShift;
     Unit w;
-    for (int unit = 0; next_unit(unit, w); ++unit) {
+    ClaimWalk claim;
+    for (int unit = 0; next_unit(unit, w, claim); ++unit) {
       const int64_t tile_row0 = unit_row0<kBlockM>(w);
       const int64_t slab_row0 = tile_row0 + warpgroup * kWgRows;  // this warpgroup's first slab
       // This unit's A scales in a stage: TMA put the tile's first row at its offset from the box start.

@@ -92,12 +92,14 @@ struct GroupedUnit : WorkUnit {
   int64_t row0 = 0, row_end = 0;
 };
 
-// Unit `idx` of CTA `cta` of `grid`; false past the last tile. `w` holds the CTA's previous unit (or a
-// fresh one): its group is where the search starts.
-GEMM_HOST_DEVICE inline bool grouped_work_unit(const GroupTable& t, const TileSchedule& s, int block_m, int32_t cta,
-                                               int32_t grid, int32_t idx, GroupedUnit& w) {
-  const int64_t tile64 = static_cast<int64_t>(idx) * grid + cta;
-  if (tile64 >= t.tile_end[t.num_groups - 1]) return false;
+// The tiles of all groups.
+GEMM_HOST_DEVICE inline int32_t grouped_tiles(const GroupTable& t) { return t.tile_end[t.num_groups - 1]; }
+
+// Global tile `tile` as a unit; false past the last tile. `w` holds the walker's previous unit (or a
+// fresh one): a walker's tiles only increase, so its group is where the search starts.
+GEMM_HOST_DEVICE inline bool grouped_tile_unit(const GroupTable& t, const TileSchedule& s, int block_m, int64_t tile64,
+                                               GroupedUnit& w) {
+  if (tile64 >= grouped_tiles(t)) return false;
   const int32_t tile = static_cast<int32_t>(tile64);
   int32_t lo = w.group, hi = t.num_groups - 1;  // the first group whose tiles end after `tile`
   while (lo < hi) {
@@ -121,6 +123,12 @@ GEMM_HOST_DEVICE inline bool grouped_work_unit(const GroupTable& t, const TileSc
   w.row0 = row_begin + static_cast<int64_t>(c.m_blk) * block_m;
   w.row_end = row_end;
   return true;
+}
+
+// Unit `idx` of CTA `cta` of `grid` in the static walk (tiles cta, cta + grid, ...).
+GEMM_HOST_DEVICE inline bool grouped_work_unit(const GroupTable& t, const TileSchedule& s, int block_m, int32_t cta,
+                                               int32_t grid, int32_t idx, GroupedUnit& w) {
+  return grouped_tile_unit(t, s, block_m, static_cast<int64_t>(idx) * grid + cta, w);
 }
 
 // What the kernel reads of a unit, the same words for dense and grouped units: the tile's first A row,
