@@ -513,6 +513,20 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
                                ? static_cast<int>(kScaleBlockN - n0 % kScaleBlockN)
                                : kBlockN;
       const int steps = (w.kb_end - w.kb_begin) * kStepsPerBlock;
+      if constexpr (kGrouped) {
+        // A warpgroup whose rows all lie past its group's end (in a segment's last M tile) has nothing to
+        // compute or store: it passes the stages on, in step with the ring. A tile of claimed tiles then
+        // frees its CTA sooner; in the static walk that made CTAs drift apart (docs/cuda.md).
+        if (claims && slab_row0 >= w.row_end) {
+          for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
+            ptx::mbar_wait(&full_bar[load_pos.stage], load_pos.phase);
+            load_pos.advance();
+            if (lane == 0) ptx::mbar_arrive(&empty_bar[free_pos.stage]);
+            free_pos.advance();
+          }
+          continue;
+        }
+      }
 
       // Step t of a slab: wgmma over K [t * kPromoteK, (t + 1) * kPromoteK) of this unit into tmp[buf].
       auto issue = [&](int t, auto buf_tag, int slab) {
