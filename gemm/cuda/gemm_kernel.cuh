@@ -4,9 +4,7 @@
 //  - a persistent grid walks the work units of tile_scheduler.h: whole tiles in grouped order (kGroupM,
 //    so that CTAs running at the same time share A and B tiles in L2), then stream-K pieces of the
 //    partial last wave: later pieces hand their fp32 partial sums to the tile's head through a
-//    workspace slot and a flag, and the head adds them before its epilogue; where the launcher asks
-//    (KernelParams::tile_claims), CTAs claim their whole tiles from an atomic counter instead, so that
-//    CTAs drifting apart keep running neighbouring tiles;
+//    workspace slot and a flag, and the head adds them before its epilogue;
 //  - with kSplitK, a plan may instead split every tile's K blocks over a cluster of k_split CTAs (a
 //    runtime value; configs where splits_k()): the ranks after 0 leave their fp32 partials in their own
 //    idle stage ring, and rank 0 adds them through distributed shared memory, in rank (K) order;
@@ -69,13 +67,11 @@ struct RingPos {
   }
 };
 
-// A walker's place in a claimed schedule (tile_scheduler.h): its position in the claim ring, the tile
-// claimed for its next unit (the claiming thread only), and the unit from which it walks its SK range
-// (-1: still claiming).
+// A walker's place in a grouped schedule of claimed tiles (grouped_scheduler.h): its position in the
+// claim ring, and the tile claimed for its next unit (the claiming thread only).
 struct ClaimWalk {
   RingPos<kClaimSlots> pos;
   int32_t next = 0;
-  int32_t sk_from = -1;
 };
 
 // The scales one promotion multiplies by: this thread's two A rows and up to 3 B scale blocks.
@@ -206,11 +202,12 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
   float* smem_b_scales = smem_a_scales + kStages * kAScaleFloats;
   uint64_t* full_bar = reinterpret_cast<uint64_t*>(smem_b_scales + kStages * kBScaleFloats);
   uint64_t* empty_bar = full_bar + kStages;
+  using Unit = std::conditional_t<kGrouped, GroupedUnit, WorkUnit>;
+  // Grouped kernels only (the launcher asks for grouped_smem_bytes()): the claim ring and the groups'
+  // table after the barriers.
   uint64_t* claim_full = empty_bar + kStages;
   uint64_t* claim_empty = claim_full + kClaimSlots;
   int32_t* claim_tile = reinterpret_cast<int32_t*>(claim_empty + kClaimSlots);
-  using Unit = std::conditional_t<kGrouped, GroupedUnit, WorkUnit>;
-  // Grouped kernels: the groups' table after the claim ring (the launcher asks for grouped_smem_bytes()).
   int32_t* group_words = claim_tile + kClaimSlots;
   const GroupTable groups{group_words, group_words + kMaxGroups, group_words + 2 * kMaxGroups, p.group.rows.num_groups};
 
@@ -245,10 +242,12 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
       // One arrive per math warp of every cluster CTA: each of them reads what this CTA multicasts.
       ptx::mbar_init(&empty_bar[s], kMathWG * hopper::kWarpgroupWarps * kClusterN);
     }
+    if constexpr (kGrouped) {
 #pragma unroll
-    for (int s = 0; s < kClaimSlots; ++s) {
-      ptx::mbar_init(&claim_full[s], 1);                                          // the claiming thread
-      ptx::mbar_init(&claim_empty[s], kMathWG * hopper::kWarpgroupWarps + 1);  // math warps, scale warp
+      for (int s = 0; s < kClaimSlots; ++s) {
+        ptx::mbar_init(&claim_full[s], 1);                                          // the claiming thread
+        ptx::mbar_init(&claim_empty[s], kMathWG * hopper::kWarpgroupWarps + 1);  // math warps, scale warp
+      }
     }
     ptx::fence_barrier_init();
   }
@@ -263,14 +262,8 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
   // nothing below reads or writes global memory before it has completed.
   ptx::wait_prior_grid();
   if constexpr (kGrouped) build_group_table<kBlockM>(p.group.rows, p.m, p.sched.n_blocks, groups);
-  // Claimed whole tiles (tile_scheduler.h): single CTAs running whole tiles only.
-  const bool claims = !kSplitK && kClusterN == 1 && p.tile_claims != nullptr;
-  int32_t claim_end = 0;  // tiles past it are not claimed: the grouped tiles, or the dense DP tiles
-  if constexpr (kGrouped) {
-    claim_end = grouped_tiles(groups);
-  } else {
-    claim_end = p.sched.dp_tiles;
-  }
+  // Grouped tiles claimed from a counter (grouped_scheduler.h).
+  const bool claims = kGrouped && p.tile_claims != nullptr;
   // The tile of unit `unit` of a claimed walk: the CTA's own first, then the tiles the producer's TMA
   // thread (the publisher) claims a unit ahead, so that the atomic's round trip overlaps a unit's loads,
   // and publishes in the claim ring, where the other walkers read them.
@@ -286,7 +279,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
       ptx::mbar_wait(&claim_empty[slot], c.pos.phase ^ 1);
       claim_tile[slot] = t;
       ptx::mbar_arrive(&claim_full[slot]);
-      if (t < claim_end) c.next = sched_grid + atomicAdd(p.tile_claims, 1);
+      if (t < grouped_tiles(groups)) c.next = sched_grid + atomicAdd(p.tile_claims, 1);
     } else {
       ptx::mbar_wait(&claim_full[slot], c.pos.phase);
       t = claim_tile[slot];
@@ -302,9 +295,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
       if (claims) return grouped_tile_unit(groups, p.sched, kBlockM, claimed_tile(unit, c, publisher), w);
       return grouped_work_unit(groups, p.sched, kBlockM, sched_cta, sched_grid, unit, w);
     } else {
-      if (!claims) return cta_work_unit(p.sched, sched_cta, sched_grid, k_rank, k_split, unit, w);
-      const int32_t t = c.sk_from < 0 ? claimed_tile(unit, c, publisher) : 0;
-      return claimed_work_unit(p.sched, sched_cta, unit, t, c.sk_from, w);
+      return cta_work_unit(p.sched, sched_cta, sched_grid, k_rank, k_split, unit, w);
     }
   };
 
@@ -468,7 +459,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
         gather_scales(std::false_type{});
       }
     } else {
-      ClaimWalk claim;  // unused: K splits never claim
+      ClaimWalk claim;  // unused: only grouped kernels claim
       for (int unit = 0; k_split > 1 && next_unit(unit, w, claim); ++unit) {
         split_barriers();
       }
@@ -515,8 +506,8 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
       const int steps = (w.kb_end - w.kb_begin) * kStepsPerBlock;
       if constexpr (kGrouped) {
         // A warpgroup whose rows all lie past its group's end (in a segment's last M tile) has nothing to
-        // compute or store: it passes the stages on, in step with the ring. A tile of claimed tiles then
-        // frees its CTA sooner; in the static walk that made CTAs drift apart (docs/cuda.md).
+        // compute or store: it passes the stages on, in step with the ring, and its CTA claims its next
+        // tile sooner. (In the static walk, faster tiles made CTAs drift apart: docs/cuda.md.)
         if (claims && slab_row0 >= w.row_end) {
           for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
             ptx::mbar_wait(&full_bar[load_pos.stage], load_pos.phase);

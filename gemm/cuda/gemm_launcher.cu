@@ -472,31 +472,6 @@ std::string sort_rows_by_group(GemmArgs& src, const Workspace& ws, cudaStream_t 
   return {};
 }
 
-// Workspace for the stream-K hand-off (`slots` fp32 slots, `flags` flags) and the tile-claim counter,
-// into p; the flags and the counter are zeroed by one memset before the launch.
-std::string zeroed_counters(int64_t slot_floats, int64_t flags, bool claims, const Workspace& workspace,
-                            cudaStream_t stream, KernelParams& p) {
-  // Slots, then flags and the counter: the slots are whole 16-byte multiples, so the ints stay aligned.
-  const size_t slot_bytes = static_cast<size_t>(slot_floats) * sizeof(float);
-  const size_t zeroed_bytes = static_cast<size_t>(flags + (claims ? 1 : 0)) * sizeof(int);
-  if (zeroed_bytes == 0) return {};
-  auto* base = static_cast<uint8_t*>(workspace.get(slot_bytes + zeroed_bytes));
-  if (base == nullptr) {
-    return "gemm (CUDA): workspace allocation of " + std::to_string(slot_bytes + zeroed_bytes) +
-           " bytes for the stream-K hand-off and tile claims failed";
-  }
-  auto* ints = reinterpret_cast<int*>(base + slot_bytes);
-  if (flags > 0) {
-    p.partial = reinterpret_cast<float*>(base);
-    p.sk_flags = ints;
-  }
-  if (claims) p.tile_claims = ints + flags;
-  if (const cudaError_t e = cudaMemsetAsync(ints, 0, zeroed_bytes, stream); e != cudaSuccess) {
-    return cuda_error("cudaMemsetAsync of the stream-K flags and tile claims", e);
-  }
-  return {};
-}
-
 // The grouped GEMM: rows by group_ends, by the masked layout's group_rows, or sorted by row_group first;
 // B as one [num_groups * n, k] operand whose group g starts at row g * n (a group's ragged last N tile
 // reads the next group's first rows, which its stores never reach, or zeros past the last group).
@@ -591,7 +566,13 @@ std::string launch_grouped(const GemmArgs& args, const Workspace& workspace, cud
   if (p.out_tma) {
     if (err = encode_out(args, cfg, maps.out); !err.empty()) return err;
   }
-  if (err = zeroed_counters(0, 0, plan.claims, workspace, stream, p); !err.empty()) return err;
+  if (plan.claims) {
+    p.tile_claims = static_cast<int*>(workspace.get(sizeof(int)));
+    if (p.tile_claims == nullptr) return "gemm (CUDA): workspace allocation of the tile-claim counter failed";
+    if (const cudaError_t e = cudaMemsetAsync(p.tile_claims, 0, sizeof(int), stream); e != cudaSuccess) {
+      return cuda_error("cudaMemsetAsync of the tile-claim counter", e);
+    }
+  }
   if (scale_copy.dst != nullptr) {
     if (err = launch_scale_copy(scale_copy, stream); !err.empty()) return err;
   }
@@ -675,9 +656,21 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
   if (p.out_tma) {
     if (err = encode_out(args, cfg, maps.out); !err.empty()) return err;
   }
-  if (err = zeroed_counters(plan.stream_k() ? plan.partial_floats() : 0, plan.stream_k() ? plan.num_flags() : 0,
-                             cuda::claims_tiles(plan), workspace, stream, p);
-      !err.empty()) return err;
+  if (plan.stream_k()) {
+    // Slots, then flags: the slots are whole 16-byte multiples, so the flags stay aligned.
+    const size_t slot_bytes = static_cast<size_t>(plan.partial_floats()) * sizeof(float);
+    const size_t flag_bytes = static_cast<size_t>(plan.num_flags()) * sizeof(int);
+    auto* base = static_cast<uint8_t*>(workspace.get(slot_bytes + flag_bytes));
+    if (base == nullptr) {
+      return "gemm (CUDA): workspace allocation of " + std::to_string(slot_bytes + flag_bytes) +
+             " bytes for the stream-K hand-off failed";
+    }
+    p.partial = reinterpret_cast<float*>(base);
+    p.sk_flags = reinterpret_cast<int*>(base + slot_bytes);
+    if (const cudaError_t e = cudaMemsetAsync(p.sk_flags, 0, flag_bytes, stream); e != cudaSuccess) {
+      return cuda_error("cudaMemsetAsync of the stream-K flags", e);
+    }
+  }
 
   // The copies go last, right before the GEMM. The GEMM launches as a programmatic dependent of the
   // kernel before it in the stream (the operand repack, the A-scale transpose, or the caller's last

@@ -41,7 +41,7 @@ struct GroupedPlan {
   int grid = 0;
   bool pairs = false;          // units long enough to load two K blocks an instruction
   bool b_evict_first = false;  // decode tiles: B streams through the L2 once
-  bool claims = false;         // tiles claimed (tile_scheduler.h): 128+-row tiles, many a CTA
+  bool claims = false;         // tiles claimed from a counter (grouped_scheduler.h)
 };
 
 // The most tiles any routing of m rows over `groups` groups makes: g non-empty groups of r_i rows take
@@ -68,7 +68,7 @@ inline GroupedPlan grouped_plan(int config, int64_t m, int64_t n, int64_t k, int
   p.grid = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(sms, tiles)));
   p.pairs = pairs_loads(c) && p.sched.kblocks >= kMinPairUnitKBlocks;
   p.b_evict_first = c.block_m == hopper::kWgmmaM;
-  p.claims = c.block_m > hopper::kWgmmaM;
+  p.claims = config == kGroupedLargeConfig;
   return p;
 }
 

@@ -31,8 +31,21 @@ constexpr int kGroupTableWords = 3;
 constexpr int group_table_bytes(int groups) {
   return groups * kGroupTableWords * static_cast<int>(sizeof(int32_t));
 }
-// A grouped kernel's shared memory: the dense kernel's (same ring) and the table after its barriers.
-constexpr int grouped_smem_bytes(const TileConfig& c) { return smem_bytes(c) + group_table_bytes(kMaxGroups); }
+
+// Claimed tiles (GroupedPlan::claims, on 192x128 tiles): instead of tiles cta, cta + G, ... a CTA runs
+// tile cta first and then the next unclaimed one, from an atomic counter (zero at launch, claims counted
+// from G). The L2 reuse of an expert's B tiles rests on co-running CTAs reaching them together, and a
+// static walk lets CTAs drift apart over hundreds of tiles that differ in cost (a segment's last tile);
+// claimed tiles keep the tiles in flight a window of about G consecutive tiles of the walk order.
+// The producer's TMA thread claims and publishes each tile in a ring of kClaimSlots slots (a full and
+// an empty mbarrier and a tile index each) that the scale warp and the math warps read.
+constexpr int kClaimSlots = 4;
+constexpr int kClaimRingBytes = kClaimSlots * (kBarrierBytesPerStage + static_cast<int>(sizeof(int32_t)));
+
+// A grouped kernel's shared memory: the dense kernel's (same ring), then the claim ring and the table.
+constexpr int grouped_smem_bytes(const TileConfig& c) {
+  return smem_bytes(c) + kClaimRingBytes + group_table_bytes(kMaxGroups);
+}
 constexpr bool grouped_smem_fits(const TileConfig& c) { return grouped_smem_bytes(c) <= hopper::kMaxSmemPerBlock; }
 
 // The groups' rows as the caller describes them (GemmArgs): contiguous segments by their inclusive ends

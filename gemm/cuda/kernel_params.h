@@ -37,7 +37,7 @@ struct KernelParams {
   int64_t out_ld = 0;
   float* partial = nullptr;  // stream-K slots of BLOCK_M x BLOCK_N floats, one per range (sched.sk_tiles > 0)
   int* sk_flags = nullptr;   // per (range, math warpgroup): its slot rows are written; zero at launch
-  int* tile_claims = nullptr;  // claimed whole tiles (tile_scheduler.h): the counter, zero at launch; nullptr: static walk
+  int* tile_claims = nullptr;  // grouped tiles claimed (grouped_scheduler.h): the counter, zero at launch; nullptr: static
   OutFormat out_format = OutFormat::kBF16;
   bool out_pairs = false;   // base and row stride allow 2-element vector stores
   bool out_tma = false;     // 16-bit output stored through the staging tile by TMA (maps.out is valid)

@@ -246,12 +246,6 @@ inline bool b_evict_first(const Plan& p) {
   return kTileConfigs[p.config].block_m == hopper::kWgmmaM && p.sched.m_blocks <= kMaxMBlocksBEvictFirst;
 }
 
-// Whether a plan claims its whole tiles (tile_scheduler.h) instead of walking them statically: single
-// CTAs running more than one wave of them. A memset zeroes the counter before the launch.
-inline bool claims_tiles(const Plan& p) {
-  return p.cluster_n() == 1 && p.sched.k_split == 1 && p.sched.dp_tiles > p.grid;
-}
-
 // Whether the planner considers K splits of a problem (the kernel runs any): few enough 64x64 tiles of
 // output (see kKSplitSmsPerTile); and of a split plan: one wave of clusters (a split's producer idles
 // from a unit's last load to the end of its reduction, so a next unit would start from an empty ring)

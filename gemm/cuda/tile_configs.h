@@ -8,7 +8,6 @@
 
 #include "../gemm_contract.h"
 #include "hopper_layout.h"
-#include "tile_scheduler.h"  // kClaimSlots
 
 namespace gemm::cuda {
 
@@ -157,9 +156,6 @@ GEMM_HOST_DEVICE constexpr int ring_stage_bytes(const TileConfig& c) {
   return stage_bytes(c) + scale_stage_floats(c) * static_cast<int>(sizeof(float)) + kBarrierBytesPerStage;
 }
 constexpr int kMinStages = 4;  // fewer cannot cover the TMA latency of a K block
-// The claim ring of claimed whole tiles (tile_scheduler.h): a full and an empty mbarrier and a tile index
-// a slot.
-constexpr int kClaimRingBytes = kClaimSlots * (kBarrierBytesPerStage + static_cast<int>(sizeof(int32_t)));
 // Epilogue staging: per math warpgroup, one 64-row slab of a 16-bit output, written by the warpgroup
 // and stored by TMA while the next tile's K blocks already run (fp32 outputs and stream-K partials are
 // stored from registers instead). A slab leaves in staging_col_parts() rounds of BLOCK_N / parts
@@ -188,8 +184,7 @@ GEMM_HOST_DEVICE constexpr int staging_col_parts(const TileConfig& c) {
   const int min_stages = pairs_loads(c) ? kMinPairStages : kMinStages;
   int parts = 1;
   while (chunks % (2 * parts) == 0 &&
-         min_stages * ring_stage_bytes(c) + kClaimRingBytes + staging_bytes(c, parts) + kSmemAlignSlack >
-             hopper::kMaxSmemPerBlock) {
+         min_stages * ring_stage_bytes(c) + staging_bytes(c, parts) + kSmemAlignSlack > hopper::kMaxSmemPerBlock) {
     parts *= 2;
   }
   return parts;
@@ -205,11 +200,11 @@ GEMM_HOST_DEVICE constexpr int store_span_bytes(const TileConfig& c) {
   return span;
 }
 GEMM_HOST_DEVICE constexpr int num_stages(const TileConfig& c) {
-  const int fit = (hopper::kMaxSmemPerBlock - kSmemAlignSlack - kClaimRingBytes - staging_bytes(c)) / ring_stage_bytes(c);
+  const int fit = (hopper::kMaxSmemPerBlock - kSmemAlignSlack - staging_bytes(c)) / ring_stage_bytes(c);
   return fit < kMaxStages ? fit : kMaxStages;
 }
 GEMM_HOST_DEVICE constexpr int smem_bytes(const TileConfig& c) {
-  return num_stages(c) * ring_stage_bytes(c) + kClaimRingBytes + staging_bytes(c) + kSmemAlignSlack;
+  return num_stages(c) * ring_stage_bytes(c) + staging_bytes(c) + kSmemAlignSlack;
 }
 
 // Cluster split-K (tile_scheduler.h): up to the portable cluster size, on the 64-row one-CTA tiles,

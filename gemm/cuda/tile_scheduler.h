@@ -85,14 +85,6 @@ constexpr bool schedule_fits_int32(int64_t tiles, int64_t sk_iters, int64_t sk_c
   return tiles <= kMax / 2 && sk_iters * (sk_ctas + 1) <= kMax;  // /2: room for tile + grid
 }
 
-// Claimed whole tiles (KernelParams::tile_claims, a launch choice): instead of tiles cta, cta + G, ... a CTA
-// runs tile cta first and then the next unclaimed one, claimed with an atomic counter (zero at launch,
-// claims counted from G). A static walk lets CTAs drift apart over many waves (a slower tile, a farther
-// L2 slice), and CTAs that no longer run neighbouring tiles stop sharing A and B tiles in L2; claimed
-// tiles keep the tiles in flight a window of about G consecutive tiles of the walk order. The SK region
-// keeps its static ranges: a CTA takes its range once the claims pass the DP tiles.
-constexpr int kClaimSlots = 4;  // claims the producer publishes ahead of the CTA's other walkers
-
 // One unit of a CTA's work: K blocks [kb_begin, kb_end) of one tile.
 //  - slot >= 0: a later piece of an SK tile; its fp32 partial goes to workspace slot `slot` (its range),
 //    then flag `slot` is raised.
@@ -105,20 +97,22 @@ struct WorkUnit {
   int32_t fix_begin = 0, fix_end = 0;
 };
 
-// Whole tile t (a DP tile) as a unit.
-GEMM_HOST_DEVICE inline WorkUnit whole_tile_unit(const TileSchedule& s, int32_t t) {
-  const TileCoord c = tile_coord(t, s.m_blocks, s.n_blocks);
-  return WorkUnit{c.m_blk, c.n_blk, 0, s.kblocks, -1, 0, 0};
-}
-
-// Piece `piece` of CTA `cta`'s SK range (in K order); false past its last.
-GEMM_HOST_DEVICE inline bool sk_work_unit(const TileSchedule& s, int32_t cta, int32_t piece, WorkUnit& w) {
+// Unit `idx` of CTA `cta` (its DP tiles first, then the pieces of its SK range); false past the last.
+// A pure function of the index, so the walking warps keep one counter in registers and read the
+// schedule from the kernel parameters.
+GEMM_HOST_DEVICE inline bool work_unit(const TileSchedule& s, int32_t cta, int32_t grid, int32_t idx, WorkUnit& w) {
+  const int32_t dp_units = s.dp_tiles > cta ? (s.dp_tiles - cta + grid - 1) / grid : 0;
+  if (idx < dp_units) {
+    const TileCoord c = tile_coord(cta + idx * grid, s.m_blocks, s.n_blocks);
+    w = WorkUnit{c.m_blk, c.n_blk, 0, s.kblocks, -1, 0, 0};
+    return true;
+  }
   if (cta >= s.sk_ctas) return false;
   const int32_t iters = s.sk_iters();
   const int32_t j = sk_range_cta(cta, s.sk_ctas);
   const int32_t begin = sk_range_begin(j, iters, s.sk_ctas);
   const int32_t end = sk_range_begin(j + 1, iters, s.sk_ctas);
-  const int32_t region_tile = begin / s.kblocks + piece;
+  const int32_t region_tile = begin / s.kblocks + (idx - dp_units);
   const int32_t tile_iter0 = region_tile * s.kblocks;
   const int32_t start = begin > tile_iter0 ? begin : tile_iter0;
   const int32_t stop = sched_min(end, tile_iter0 + s.kblocks);
@@ -133,33 +127,6 @@ GEMM_HOST_DEVICE inline bool sk_work_unit(const TileSchedule& s, int32_t cta, in
     w.fix_end = sk_range_owner(tile_iter0 + s.kblocks - 1, iters, s.sk_ctas) + 1;
   }
   return true;
-}
-
-// Unit `idx` of CTA `cta` (its DP tiles first, then the pieces of its SK range); false past the last.
-// A pure function of the index, so the walking warps keep one counter in registers and read the
-// schedule from the kernel parameters.
-GEMM_HOST_DEVICE inline bool work_unit(const TileSchedule& s, int32_t cta, int32_t grid, int32_t idx, WorkUnit& w) {
-  const int32_t dp_units = s.dp_tiles > cta ? (s.dp_tiles - cta + grid - 1) / grid : 0;
-  if (idx < dp_units) {
-    w = whole_tile_unit(s, cta + idx * grid);
-    return true;
-  }
-  return sk_work_unit(s, cta, idx - dp_units, w);
-}
-
-// Unit `unit` of CTA `cta` in a claimed walk: DP tile `t`, the tile claimed for it (unit 0: t = cta), while
-// the claims stay below dp_tiles; from the first claim past them (`sk_from`, -1 until then, set here) the
-// pieces of the CTA's SK range, for which t is not read. False past the last.
-GEMM_HOST_DEVICE inline bool claimed_work_unit(const TileSchedule& s, int32_t cta, int32_t unit, int32_t t,
-                                               int32_t& sk_from, WorkUnit& w) {
-  if (sk_from < 0) {
-    if (t < s.dp_tiles) {
-      w = whole_tile_unit(s, t);
-      return true;
-    }
-    sk_from = unit;
-  }
-  return sk_work_unit(s, cta, unit - sk_from, w);
 }
 
 // The unit as rank `k_rank` of a K split over `k_split` (= s.k_split; a compile-time 1 in kernels

@@ -14,8 +14,7 @@
 //                          stores it, later pieces in distinct slots inside the workspace, each opening
 //                          its CTA's range, and each head's slot list = its tile's later pieces in K
 //                          order, all on CTAs of lower index than the head's (no deadlock), and at
-//                          most kMaxLaterPieces of them (the kernel's unrolled fix-up); whole-tile and
-//                          stream-K plans also with claimed tiles (CTAs claiming in a random order). Prints
+//                          most kMaxLaterPieces of them (the kernel's unrolled fix-up). Prints
 //                          "FAIL ..." lines and a final "walked N plans, F failures".
 //   plan_probe SMS --costs for every config, the model's cost of its whole-tile, stream-K and K-split plans
 //                          ("m n k config stream_k k_split grid cost_us wave_fill", plans that fit), then
@@ -25,7 +24,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <random>
 #include <utility>
 #include <vector>
 
@@ -46,45 +44,7 @@ struct Piece {
   int kb_begin, slot, cta;
 };
 
-// Every CTA's units as the kernel walks them: statically, or (claimed) with its whole tiles claimed from a
-// counter by CTAs taking turns in a seeded random order, as the atomic counter serves them. first_sk: the
-// index of a CTA's first SK unit.
-void cta_units(const Plan& p, bool claimed, unsigned seed, std::vector<std::vector<WorkUnit>>& units,
-               std::vector<int>& first_sk) {
-  const TileSchedule& s = p.sched;
-  const int ctas = p.grid * s.k_split;
-  units.assign(static_cast<size_t>(ctas), {});
-  first_sk.assign(static_cast<size_t>(ctas), 0);
-  if (!claimed) {
-    for (int cta = 0; cta < ctas; ++cta) {
-      const int cluster = cta / s.k_split, k_rank = cta % s.k_split;
-      first_sk[cta] = s.dp_tiles > cluster ? (s.dp_tiles - cluster + p.grid - 1) / p.grid : 0;
-      WorkUnit w;
-      for (int unit = 0; cta_work_unit(s, cluster, p.grid, k_rank, s.k_split, unit, w); ++unit) units[cta].push_back(w);
-    }
-    return;
-  }
-  std::mt19937 rng(seed);
-  int32_t counter = p.grid;
-  std::vector<int32_t> sk_from(static_cast<size_t>(ctas), -1);
-  std::vector<int> live(static_cast<size_t>(ctas));
-  for (int cta = 0; cta < ctas; ++cta) live[cta] = cta;
-  while (!live.empty()) {
-    const size_t i = rng() % live.size();
-    const int cta = live[i];
-    const int unit = static_cast<int>(units[cta].size());
-    const int32_t t = unit == 0 ? cta : sk_from[cta] < 0 ? counter++ : 0;
-    WorkUnit w;
-    if (claimed_work_unit(s, cta, unit, t, sk_from[cta], w)) {
-      units[cta].push_back(w);
-    } else {
-      live.erase(live.begin() + static_cast<std::ptrdiff_t>(i));
-    }
-  }
-  for (int cta = 0; cta < ctas; ++cta) first_sk[cta] = sk_from[cta] >= 0 ? sk_from[cta] : static_cast<int>(units[cta].size());
-}
-
-void walk(const Plan& p, long long m, long long n, long long k, bool claimed = false) {
+void walk(const Plan& p, long long m, long long n, long long k) {
   const TileSchedule& s = p.sched;
   const bool sk = p.stream_k();
   const long long tiles = static_cast<long long>(s.dp_tiles) + s.sk_tiles;
@@ -103,13 +63,11 @@ void walk(const Plan& p, long long m, long long n, long long k, bool claimed = f
     if (slot >= 0) fail("tile_coord not a bijection", m, n, k, p.config, sk, t, slot);
     slot = t;
   }
-  std::vector<std::vector<WorkUnit>> units;
-  std::vector<int> first_sk;
-  cta_units(p, claimed, static_cast<unsigned>(m * 131 + n * 7 + k), units, first_sk);
   for (int cta = 0; cta < p.grid * s.k_split; ++cta) {
-    const int k_rank = cta % s.k_split;
-    for (int unit = 0; unit < static_cast<int>(units[cta].size()); ++unit) {
-      const WorkUnit& w = units[cta][unit];
+    WorkUnit w;
+    const int cluster = cta / s.k_split, k_rank = cta % s.k_split;
+    const int dp_units = s.dp_tiles > cluster ? (s.dp_tiles - cluster + p.grid - 1) / p.grid : 0;
+    for (int unit = 0; cta_work_unit(s, cluster, p.grid, k_rank, s.k_split, unit, w); ++unit) {
       if (w.m_blk < 0 || w.m_blk >= s.m_blocks || w.n_blk < 0 || w.n_blk >= s.n_blocks || w.kb_begin < 0 ||
           w.kb_end > s.kblocks || w.kb_begin >= w.kb_end) {
         fail("unit out of range", m, n, k, p.config, sk, cta, unit);
@@ -128,7 +86,7 @@ void walk(const Plan& p, long long m, long long n, long long k, bool claimed = f
           continue;
         }
         if (slot_used[w.slot]++) fail("slot written twice", m, n, k, p.config, sk, w.slot, cta);
-        if (unit != first_sk[cta]) fail("later piece does not open its range", m, n, k, p.config, sk, cta, unit);
+        if (unit != dp_units) fail("later piece does not open its range", m, n, k, p.config, sk, cta, unit);
         later[t - s.dp_tiles].push_back({w.kb_begin, w.slot, cta});
       } else {
         if (w.kb_begin != 0) fail("head not at K block 0", m, n, k, p.config, sk, t, cta);
@@ -185,10 +143,8 @@ int main(int argc, char** argv) {
     if (walk_mode) {
       for (int cfg = 0; cfg < kNumTileConfigs; ++cfg) {
         for (const bool sk : {false, true}) {
-          for (const bool claimed : {false, true}) {
-            walk(make_plan(cfg, sk, 1, m, n, k, gpu, 2), m, n, k, claimed);
-            ++walked;
-          }
+          walk(make_plan(cfg, sk, 1, m, n, k, gpu, 2), m, n, k);
+          ++walked;
         }
         for (int split = 2; split <= kMaxKSplit; ++split) {
           const Plan p = make_plan(cfg, false, split, m, n, k, gpu, 2);
