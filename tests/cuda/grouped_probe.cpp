@@ -10,7 +10,7 @@
 //                          the masked layout's padding), no tile without a row (cdiv(rows, BLOCK_M) M tiles a
 //                          group), tiles inside the output, a CTA's groups never decreasing (the search hint).
 //                          Prints "FAIL ..." lines and a final "walked N schedules, F failures".
-//   grouped_probe --plan   prints "m groups config block_m grid pairs b_evict_first" for "m n k groups sms"
+//   grouped_probe --plan   prints "m groups config block_m grid pairs b_evict_first claims" for "m n k groups sms"
 //                          lines on stdin.
 #include <cstdio>
 #include <cstring>
@@ -210,8 +210,8 @@ int plan_mode() {
   int sms;
   while (std::scanf("%lld %lld %lld %lld %d", &m, &n, &k, &groups, &sms) == 5) {
     const GroupedPlan p = choose_grouped_plan(m, n, k, groups, sms);
-    std::printf("%lld %lld %d %d %d %d %d\n", m, groups, p.config, kTileConfigs[p.config].block_m, p.grid,
-                p.pairs ? 1 : 0, p.b_evict_first ? 1 : 0);
+    std::printf("%lld %lld %d %d %d %d %d %d\n", m, groups, p.config, kTileConfigs[p.config].block_m, p.grid,
+                p.pairs ? 1 : 0, p.b_evict_first ? 1 : 0, p.claims ? 1 : 0);
     if (!is_grouped_config(p.config)) std::printf("FAIL config %d has no grouped instantiation\n", p.config);
   }
   return 0;

@@ -42,7 +42,7 @@ def grouped_plans(probe, shapes):
 @pytest.mark.kernels_ci
 def test_decode_plans_use_64_row_tiles(probe):
     """At most 16 rows a group (decode): 64-row tiles, B streamed evict-first; from 32 rows on, 128+ rows."""
-    for (m, groups, _config, block_m, grid, _pairs, evict_first), (_, _, k, _) in zip(
+    for (m, groups, _config, block_m, grid, _pairs, evict_first, _claims), (_, _, k, _) in zip(
         grouped_plans(probe, MOE_SHAPES), MOE_SHAPES
     ):
         assert 1 <= grid <= H200_SMS
@@ -54,5 +54,15 @@ def test_decode_plans_use_64_row_tiles(probe):
 
 @pytest.mark.kernels_ci
 def test_grid_never_exceeds_the_tiles(probe):
-    (_, _, _, block_m, grid, _, _), = grouped_plans(probe, [(3, 192, 192, 8)])
+    (_, _, _, block_m, grid, _, _, _), = grouped_plans(probe, [(3, 192, 192, 8)])
     assert block_m == 64 and grid == 6  # at most 3 groups with a tile, 2 N tiles each
+
+
+@pytest.mark.kernels_ci
+def test_only_192_row_plans_claim_tiles(probe):
+    """Claimed tiles where they were measured faster (192x128 grouped plans), the static walk elsewhere."""
+    shapes = MOE_SHAPES + [(32768 * 8, 4096, 7168, 256), (4 * 8192, 4096, 7168, 4), (4096 * 8, 4096, 1536, 128)]
+    plans = grouped_plans(probe, shapes)
+    assert any(p[-1] for p in plans) and not all(p[-1] for p in plans)
+    for _m, _groups, _config, block_m, _grid, _pairs, _evict_first, claims in plans:
+        assert claims == (block_m == 192), (block_m, claims)
