@@ -41,6 +41,14 @@ std::string cuda_error(const char* what, cudaError_t err) {
   return std::string("gemm (CUDA): ") + what + " failed: " + cudaGetErrorString(err);
 }
 
+// Counters a kernel counts up in (stream-K flags, tile claims), zeroed on `stream` ahead of it.
+std::string zero_counters(int* counters, size_t count, const char* what, cudaStream_t stream) {
+  if (const cudaError_t e = cudaMemsetAsync(counters, 0, count * sizeof(int), stream); e != cudaSuccess) {
+    return cuda_error((std::string("cudaMemsetAsync of ") + what).c_str(), e);
+  }
+  return {};
+}
+
 using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
                                    const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
                                    const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
@@ -569,9 +577,7 @@ std::string launch_grouped(const GemmArgs& args, const Workspace& workspace, cud
   if (plan.claims) {
     p.tile_claims = static_cast<int*>(workspace.get(sizeof(int)));
     if (p.tile_claims == nullptr) return "gemm (CUDA): workspace allocation of the tile-claim counter failed";
-    if (const cudaError_t e = cudaMemsetAsync(p.tile_claims, 0, sizeof(int), stream); e != cudaSuccess) {
-      return cuda_error("cudaMemsetAsync of the tile-claim counter", e);
-    }
+    if (err = zero_counters(p.tile_claims, 1, "the tile-claim counter", stream); !err.empty()) return err;
   }
   if (scale_copy.dst != nullptr) {
     if (err = launch_scale_copy(scale_copy, stream); !err.empty()) return err;
@@ -667,9 +673,7 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
     }
     p.partial = reinterpret_cast<float*>(base);
     p.sk_flags = reinterpret_cast<int*>(base + slot_bytes);
-    if (const cudaError_t e = cudaMemsetAsync(p.sk_flags, 0, flag_bytes, stream); e != cudaSuccess) {
-      return cuda_error("cudaMemsetAsync of the stream-K flags", e);
-    }
+    if (err = zero_counters(p.sk_flags, plan.num_flags(), "the stream-K flags", stream); !err.empty()) return err;
   }
 
   // The copies go last, right before the GEMM. The GEMM launches as a programmatic dependent of the
