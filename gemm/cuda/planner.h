@@ -22,7 +22,7 @@ constexpr int kMinStreamKIters = 8;
 // Model constants, fitted to timings of every forced plan (each config, whole tiles, stream-K and K
 // splits) of 141 shapes on an H100 (tests/cuda/planner_timings.jsonl, docs/cuda.md). Tensor rate per SM
 // under the power cap, for one, two and three math warpgroups.
-constexpr double kSmFlopsPerUs[kMaxMathWarpgroups] = {6.0e6, 10.3e6, 10.2e6};
+constexpr double kSmFlopsPerUs[kMaxMathWarpgroups] = {6.18e6, 10.3e6, 10.2e6};
 // Two warpgroups of two slabs (256x128): about the two-warpgroup rate, and a unit ends with four staged
 // stores a warpgroup, so small-K shapes keep 128x128 tiles.
 constexpr double kSmFlopsPerUsTwoSlabs = 10.0e6;
@@ -32,7 +32,7 @@ constexpr double sm_flops_per_us(const TileConfig& c) {
 }
 // A narrow wgmma re-reads A more per FLOP: a K block of a BLOCK_N-wide tile costs as if it were
 // kNarrowTileCols columns wider.
-constexpr double kNarrowTileCols = 13.6;
+constexpr double kNarrowTileCols = 13.19;
 // Drain + epilogue per unit.
 constexpr double unit_overhead_us(const TileConfig& c) {
   return c.slabs > 1 ? kTwoSlabUnitOverheadUs : num_math_warpgroups(c) == 1 ? 0.1 : 0.2;
@@ -45,7 +45,7 @@ constexpr double kSmBytesPerUs = 70.0e3;
 // and a fixed cost per launch (which also absorbs their slower short runs), so they are planned only
 // for long runs.
 constexpr double kClusterKBlockTime = 0.99;
-constexpr double kClusterFixedUs = 8.3;
+constexpr double kClusterFixedUs = 7.3;
 // A CTA streams what no other CTA reads (the B tiles of a one-M-block decode shape) from DRAM at this
 // rate.
 constexpr double kSmDramBytesPerUs = 39.0e3;
@@ -58,12 +58,12 @@ constexpr double kDramBytesPerUs = 2.47e6;        // whole-GPU streaming rate of
 // wait) and, on the critical path, one partial written by a later piece and those its head reads back
 // at kFixupBytesPerUs per SM. The rate is low because it also absorbs the extra cycles stream-K CTAs
 // pay per K block, so all-stream-K plans run only where whole tiles leave most SMs idle.
-constexpr double kStreamKFixedUs = 6.35;
+constexpr double kStreamKFixedUs = 3.78;
 constexpr double kFixupBytesPerUs = 10.5e3;
 // A stream-K region that follows whole waves (its pieces are the last unit of every CTA) is cheaper
 // than the all-stream-K plans those constants were fitted to: its K blocks cost 1.41x whole-tile ones
 // (ncu counts 1.16x the cycles; the rest is the heads' waits), and its heads read later pieces faster.
-constexpr double kTailSkKBlockTime = 1.41;
+constexpr double kTailSkKBlockTime = 1.2;
 constexpr double kTailFixupBytesPerUs = 90.0e3;
 
 // A K split gives each CTA a share of at least kMinSplitKBlocks K blocks (a share is a pipeline fill, a

@@ -35,11 +35,12 @@ constexpr int kMaxClusterN = 2;
 // The kernel is one template instantiated once per row. BLOCK_M 64: decode / small M (one math
 // warpgroup); 128 / 192: two / three math warpgroups sharing B; 256x128: two warpgroups of two slabs,
 // for tile counts that fit the SMs better. Wider tiles never won. Row 7 is 128x128 with paired loads,
-// which the planner runs in place of 128x128 where units are long (planner.h, paired_twin()). Rows are
-// appended: plans name them by index.
+// which the planner runs in place of 128x128 where units are long (planner.h, paired_twin()). 128x64
+// (two warpgroups, paired loads) fills the SMs in one wave where 128x128 tiles are half as many
+// (512x2112x7168: 132 tiles against 68). Rows are appended: plans name them by index.
 inline constexpr TileConfig kTileConfigs[] = {
     {64, 64, 1, 1, true}, {64, 96, 1, 1, true}, {64, 128, 1, 1, true}, {128, 128}, {192, 128}, {128, 128, 2},
-    {256, 128, 1, 2},     {128, 128, 1, 1, true},
+    {256, 128, 1, 2},     {128, 128, 1, 1, true}, {128, 64, 1, 1, true},
 };
 inline constexpr int kNumTileConfigs = sizeof(kTileConfigs) / sizeof(kTileConfigs[0]);
 
