@@ -20,9 +20,9 @@ namespace gemm::cuda {
 constexpr int kMinStreamKIters = 8;
 
 // Model constants, fitted to timings of every forced plan (each config, whole tiles, stream-K and K
-// splits) of 141 shapes on an H100 (tests/cuda/planner_timings.jsonl, docs/cuda.md). Tensor rate per SM
-// under the power cap, for one, two and three math warpgroups.
-constexpr double kSmFlopsPerUs[kMaxMathWarpgroups] = {6.18e6, 10.3e6, 10.2e6};
+// splits) of 141 shapes on an H100, and held to a later sweep of 191 (tests/cuda/planner_timings.jsonl,
+// docs/cuda.md). Tensor rate per SM under the power cap, for one, two and three math warpgroups.
+constexpr double kSmFlopsPerUs[kMaxMathWarpgroups] = {6.0e6, 10.3e6, 10.2e6};
 // Two warpgroups of two slabs (256x128): about the two-warpgroup rate, and a unit ends with four staged
 // stores a warpgroup, so small-K shapes keep 128x128 tiles.
 constexpr double kSmFlopsPerUsTwoSlabs = 10.0e6;
@@ -32,7 +32,7 @@ constexpr double sm_flops_per_us(const TileConfig& c) {
 }
 // A narrow wgmma re-reads A more per FLOP: a K block of a BLOCK_N-wide tile costs as if it were
 // kNarrowTileCols columns wider.
-constexpr double kNarrowTileCols = 13.19;
+constexpr double kNarrowTileCols = 13.6;
 // Drain + epilogue per unit.
 constexpr double unit_overhead_us(const TileConfig& c) {
   return c.slabs > 1 ? kTwoSlabUnitOverheadUs : num_math_warpgroups(c) == 1 ? 0.1 : 0.2;
@@ -45,7 +45,14 @@ constexpr double kSmBytesPerUs = 70.0e3;
 // and a fixed cost per launch (which also absorbs their slower short runs), so they are planned only
 // for long runs.
 constexpr double kClusterKBlockTime = 0.99;
-constexpr double kClusterFixedUs = 7.3;
+constexpr double kClusterFixedUs = 8.3;
+// A tile of two warpgroups on 64 columns (128x64) issues twice the wgmmas of a 64x128 tile for the same
+// FLOPs and bytes, and its K blocks measured 1.12-1.14x slower at equal tile counts.
+constexpr double kNarrowTwoWgKBlockTime = 1.12;
+constexpr int kWideTileCols = 128;  // the width of the other multi-warpgroup tiles
+constexpr double narrow_two_wg_factor(const TileConfig& c) {
+  return num_math_warpgroups(c) > 1 && c.block_n < kWideTileCols ? kNarrowTwoWgKBlockTime : 1.0;
+}
 // A CTA streams what no other CTA reads (the B tiles of a one-M-block decode shape) from DRAM at this
 // rate.
 constexpr double kSmDramBytesPerUs = 39.0e3;
@@ -58,12 +65,12 @@ constexpr double kDramBytesPerUs = 2.47e6;        // whole-GPU streaming rate of
 // wait) and, on the critical path, one partial written by a later piece and those its head reads back
 // at kFixupBytesPerUs per SM. The rate is low because it also absorbs the extra cycles stream-K CTAs
 // pay per K block, so all-stream-K plans run only where whole tiles leave most SMs idle.
-constexpr double kStreamKFixedUs = 3.78;
+constexpr double kStreamKFixedUs = 6.35;
 constexpr double kFixupBytesPerUs = 10.5e3;
 // A stream-K region that follows whole waves (its pieces are the last unit of every CTA) is cheaper
 // than the all-stream-K plans those constants were fitted to: its K blocks cost 1.41x whole-tile ones
 // (ncu counts 1.16x the cycles; the rest is the heads' waits), and its heads read later pieces faster.
-constexpr double kTailSkKBlockTime = 1.2;
+constexpr double kTailSkKBlockTime = 1.41;
 constexpr double kTailFixupBytesPerUs = 90.0e3;
 
 // A K split gives each CTA a share of at least kMinSplitKBlocks K blocks (a share is a pipeline fill, a
@@ -193,16 +200,16 @@ inline Plan make_plan(int config, bool stream_k, int k_split, int64_t m, int64_t
   const double kb_per_cta = waves * static_cast<double>(cdiv(s.kblocks, k_split)) +
                             static_cast<double>(range) * (sk_tail ? kTailSkKBlockTime : 1.0);
   const double units_per_cta = waves + (p.stream_k() ? std::min<double>(s.sk_max_pieces, 2.0) : 0.0);
-  const double cluster_factor = c.cluster_n > 1 ? kClusterKBlockTime : 1.0;
+  const double kblock_factor = (c.cluster_n > 1 ? kClusterKBlockTime : 1.0) * narrow_two_wg_factor(c);
   const double compute = kb_per_cta * 2.0 * c.block_m * c.block_n * kBlockK / sm_flops_per_us(c) *
-                         (1.0 + kNarrowTileCols / c.block_n) * cluster_factor;
+                         (1.0 + kNarrowTileCols / c.block_n) * kblock_factor;
   const double unique = static_cast<double>(m * k + n * k + m * n * out_bytes);
   // The share of the loaded bytes that comes from DRAM (read by one CTA only) streams slower.
   const double loaded = static_cast<double>(tiles) * c.cluster_n * s.kblocks * cta_stage_load_bytes(c);  // any split
   p.loaded_bytes = loaded;
   if (!p.stream_k()) p.wave_fill = static_cast<double>(s.dp_tiles) / (waves * p.grid);
   const double from_dram = std::min(1.0, static_cast<double>(m * k + n * k) / loaded);
-  const double stream = kb_per_cta * cta_stage_load_bytes(c) * cluster_factor *
+  const double stream = kb_per_cta * cta_stage_load_bytes(c) * kblock_factor *
                         (from_dram / kSmDramBytesPerUs + (1.0 - from_dram) / kSmBytesPerUs) *
                         (c.block_m > hopper::kWgmmaM && m <= c.block_m ? kOneMBlockStream : 1.0);
   // At most one later piece per range: an fp32 tile written to L2 and read back by its head.

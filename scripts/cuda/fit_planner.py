@@ -41,6 +41,7 @@ CONSTANTS = {
     "kSmBytesPerUs": (r"kSmBytesPerUs = " + NUMBER, (0.7, 1.4)),
     "kClusterKBlockTime": (r"kClusterKBlockTime = " + NUMBER, (0.8, 1.25)),
     "kClusterFixedUs": (r"kClusterFixedUs = " + NUMBER, (0.3, 3.0)),
+    "kNarrowTwoWgKBlockTime": (r"kNarrowTwoWgKBlockTime = " + NUMBER, (0.9, 1.25)),
     "kSmDramBytesPerUs": (r"kSmDramBytesPerUs = " + NUMBER, (0.7, 1.4)),
     "kOneMBlockStream": (r"kOneMBlockStream = " + NUMBER, (0.5, 2.0)),
     "kDramBytesPerUs": (r"kDramBytesPerUs = " + NUMBER, (0.8, 1.15)),
