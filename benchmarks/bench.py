@@ -313,16 +313,17 @@ def main(argv=None, extra_peers=()):
         "peers": peer_entries(peers, unavailable, kinds),
         "rows": [],
     }
-    for peer in active:
-        line = peer.setup([s for shapes in sets.values() for s in shapes if _runs(peer, s)], device)
-        if line:
-            print(line, file=sys.stderr)
-            results["peers"][peer.name]["setup"] = line
+    # A run stopped early (Ctrl-C, or SIGTERM from a time limit) still reports the rows it finished, also
+    # when it is stopped in a peer's setup (DeepGEMM's kernel compilation can take a minute).
+    previous_handler = signal.signal(signal.SIGTERM, _interrupt)
     progress = Progress(sum(_runs(p, s) for shapes in sets.values() for s in shapes for p in active), args.quiet)
     index = 0
-    # A run stopped early (Ctrl-C, or SIGTERM from a time limit) still reports the rows it finished.
-    signal.signal(signal.SIGTERM, _interrupt)
     try:
+        for peer in active:
+            line = peer.setup([s for shapes in sets.values() for s in shapes if _runs(peer, s)], device)
+            if line:
+                print(line, file=sys.stderr)
+                results["peers"][peer.name]["setup"] = line
         for set_name, shapes in sets.items():
             for position, shape in enumerate(shapes):
                 problem = make_problem(shape, device, fp8, seed + index)
@@ -340,6 +341,8 @@ def main(argv=None, extra_peers=()):
     except KeyboardInterrupt:
         results["interrupted"] = True
         print(f"interrupted: reporting the {len(results['rows'])} rows finished", file=sys.stderr)
+    finally:
+        signal.signal(signal.SIGTERM, previous_handler)
     progress.close()
     results["gpu_telemetry"] = telemetry.stop()
     results["elapsed_s"] = time.perf_counter() - started

@@ -303,22 +303,30 @@ class DeepGemm(Peer):
         return self.compile_all(todo, _deepgemm_compile, "shapes")
 
     @staticmethod
-    def compile_all(specs, compile_fn, what):
-        """compile_fn(spec) for every spec, in parallel fresh processes; returns a line for the log."""
+    def compile_all(specs, compile_fn, what, jobs=None):
+        """compile_fn(spec) for every spec, in parallel fresh processes (`jobs`, default: up to
+        DEEPGEMM_COMPILE_JOBS); returns a line for the log."""
         import concurrent.futures
         import multiprocessing
         import time
         if not specs:
             return ""
         t0 = time.perf_counter()
-        jobs = max(1, min(DEEPGEMM_COMPILE_JOBS, (os.cpu_count() or 2) // 2, len(specs)))
+        jobs = jobs or max(1, min(DEEPGEMM_COMPILE_JOBS, (os.cpu_count() or 2) // 2, len(specs)))
         failed = []
-        with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        pool = concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"))
+        try:
             for spec, fut in zip(specs, [pool.submit(compile_fn, spec) for spec in specs]):
                 try:
                     fut.result()
                 except Exception as exc:  # the row itself reports the error when it runs
                     failed.append(f"{spec}: {type(exc).__name__}: {exc}"[:200])
+        except BaseException:
+            # Interrupted (a time limit's SIGTERM): drop the queued compilations instead of waiting for
+            # them, so that the benchmark still reports before the limit's kill.
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown()
         line = f"deepgemm: kernels of {len(specs)} {what} compiled or found in its cache in " \
                f"{time.perf_counter() - t0:.0f} s ({jobs} processes)"
         return line + (f"; {len(failed)} failed, first: {failed[0]}" if failed else "")

@@ -14,7 +14,11 @@ segments) must come out WRONG."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
+import threading
+import time
 
 import pytest
 import torch
@@ -23,7 +27,7 @@ from _helpers import REPO_ROOT, reference_quantize_activation
 sys.path.insert(0, str(REPO_ROOT))  # `benchmarks` is a top-level package of the repository
 
 from benchmarks import bench  # noqa: E402
-from benchmarks.peers import DequantFp32  # noqa: E402
+from benchmarks.peers import DeepGemm, DequantFp32  # noqa: E402
 from benchmarks.telemetry import FIELDS, summarize  # noqa: E402
 
 # Ragged N and K (not multiples of 128) and a challenge-layout shape (transposed views).
@@ -101,6 +105,57 @@ def test_benchmark_checks_rows_and_reports_wrong_peers(kernel, tmp_path):
         assert not plot_path.exists()
     else:
         assert plot_path.stat().st_size > 0
+
+
+class SlowSetup(DequantFp32):
+    """A peer whose one-time setup outlasts the run's time limit, as DeepGEMM's kernel compilation can."""
+    name = "slow-setup"
+
+    def setup(self, shapes, device):
+        time.sleep(60)
+        return "never reached"
+
+
+def _sigterm_self_after(seconds):
+    timer = threading.Timer(seconds, os.kill, (os.getpid(), signal.SIGTERM))
+    timer.start()
+    return timer
+
+
+def test_benchmark_stopped_in_a_peer_setup_still_reports(tmp_path):
+    """SIGTERM (a time limit) while a peer sets up: the run writes its report (no rows), promptly, and
+    leaves the process's SIGTERM handler as it found it."""
+    json_path = tmp_path / "bench.json"
+    before = signal.getsignal(signal.SIGTERM)
+    timer = _sigterm_self_after(1.0)
+    started = time.monotonic()
+    try:
+        bench.main(["--device", "cpu", "--shapes", "16,128,128", "--peers", "dequant-fp32", "slow-setup",
+                    "--iters", "2", "--warmup", "0", "--quiet", "--json", str(json_path)],
+                   extra_peers=[SlowSetup()])
+    finally:
+        timer.cancel()
+    assert time.monotonic() - started < 30
+    results = json.loads(json_path.read_text())
+    assert results["interrupted"] is True and results["rows"] == []
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_deepgemm_compilation_stops_at_an_interrupt():
+    """The parallel compilation does not wait for its queued jobs once interrupted: four 5 s jobs on one
+    worker would hold it 20 s."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+    before = signal.signal(signal.SIGTERM, interrupt)
+    timer = _sigterm_self_after(1.0)
+    started = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            DeepGemm.compile_all([5, 5, 5, 5], time.sleep, "sleeps", jobs=1)
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGTERM, before)
+    assert time.monotonic() - started < 10
 
 
 @pytest.mark.kernels_ci
