@@ -97,11 +97,16 @@ struct WorkUnit {
   int32_t fix_begin = 0, fix_end = 0;
 };
 
+// The DP tiles CTA `cta` of `grid` runs (tiles cta, cta + grid, ...): the index of its first SK unit.
+GEMM_HOST_DEVICE inline int32_t cta_dp_units(const TileSchedule& s, int32_t cta, int32_t grid) {
+  return s.dp_tiles > cta ? (s.dp_tiles - cta + grid - 1) / grid : 0;
+}
+
 // Unit `idx` of CTA `cta` (its DP tiles first, then the pieces of its SK range); false past the last.
 // A pure function of the index, so the walking warps keep one counter in registers and read the
 // schedule from the kernel parameters.
 GEMM_HOST_DEVICE inline bool work_unit(const TileSchedule& s, int32_t cta, int32_t grid, int32_t idx, WorkUnit& w) {
-  const int32_t dp_units = s.dp_tiles > cta ? (s.dp_tiles - cta + grid - 1) / grid : 0;
+  const int32_t dp_units = cta_dp_units(s, cta, grid);
   if (idx < dp_units) {
     const TileCoord c = tile_coord(cta + idx * grid, s.m_blocks, s.n_blocks);
     w = WorkUnit{c.m_blk, c.n_blk, 0, s.kblocks, -1, 0, 0};

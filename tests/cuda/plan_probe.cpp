@@ -66,7 +66,7 @@ void walk(const Plan& p, long long m, long long n, long long k) {
   for (int cta = 0; cta < p.grid * s.k_split; ++cta) {
     WorkUnit w;
     const int cluster = cta / s.k_split, k_rank = cta % s.k_split;
-    const int dp_units = s.dp_tiles > cluster ? (s.dp_tiles - cluster + p.grid - 1) / p.grid : 0;
+    const int dp_units = cta_dp_units(s, cluster, p.grid);
     for (int unit = 0; cta_work_unit(s, cluster, p.grid, k_rank, s.k_split, unit, w); ++unit) {
       if (w.m_blk < 0 || w.m_blk >= s.m_blocks || w.n_blk < 0 || w.n_blk >= s.n_blocks || w.kb_begin < 0 ||
           w.kb_end > s.kblocks || w.kb_begin >= w.kb_end) {
