@@ -23,7 +23,7 @@ from .peers import REPO_ROOT, select_peers
 from .problem import check, make_problem
 from .shapes import KIND_GEMM
 from .shapes import DEFAULT_SETS, SHAPE_SETS, SUITES, parse_shapes
-from .telemetry import GpuTelemetry
+from .telemetry import GpuTelemetry, attach_row_states
 from .timing import NOISY_CV, Timer, measure_ceilings
 
 DEFAULT_ITERS = {"cuda": 50, "cpu": 30}
@@ -101,6 +101,7 @@ def run_row(peer, problem, timer, host_time=False) -> dict:
     if not result.ok:
         row["status"], row["error"] = STATUS_WRONG, result.reason
         return row
+    started = time.time()
     try:
         row["timing"] = timer.time(call).as_dict()
     except Exception as exc:
@@ -112,6 +113,7 @@ def run_row(peer, problem, timer, host_time=False) -> dict:
             row["kernel_timing"] = timer.kernel_time(call).as_dict()
         except Exception as exc:  # e.g. a peer that synchronizes inside the call cannot be captured
             row["kernel_error"] = _short(exc)
+        row["timed_s"] = [started, time.time()]  # host epoch seconds: the GPU telemetry's samples of this row
         if host_time:
             row["host_us"] = timer.host_time(call)
     return row
@@ -345,6 +347,7 @@ def main(argv=None, extra_peers=()):
         signal.signal(signal.SIGTERM, previous_handler)
     progress.close()
     results["gpu_telemetry"] = telemetry.stop()
+    attach_row_states(results["rows"], results["gpu_telemetry"])
     results["elapsed_s"] = time.perf_counter() - started
     report.annotate(results)
 

@@ -164,6 +164,13 @@ def _telemetry_text(tel):
             + (f"; clock event reasons (samples): {reasons}" if reasons else ""))
 
 
+def _gpu_state_text(state) -> str:
+    if not state or "clocks.sm" not in state:
+        return "–"
+    power = state.get("power.draw")
+    return f"{state['clocks.sm']:.0f} / {power:.0f}" if power is not None else f"{state['clocks.sm']:.0f} / –"
+
+
 def markdown(results) -> str:
     env, ceil, peers, method = results["env"], results["ceilings"], results["peers"], results["method"]
     pkg = env["package"]
@@ -179,6 +186,8 @@ def markdown(results) -> str:
     if gpu:
         lines.append(f"- kernel time: {method['kernel_timing']}")
         lines.append(f"- GPU state during the run (nvidia-smi): {_telemetry_text(results.get('gpu_telemetry'))}")
+        lines.append("- SM MHz / W: median SM clock and power of the nvidia-smi samples taken while the row was timed "
+                     "(– where the row took less than the sampling period)")
     lines += [f"- check: {method['check']}",
               f"- layouts: {method['layouts']}",
               f"- ceilings: peak {ceil['peak_flops'] / 1e12:.3g} TFLOP/s ({ceil['peak_source']}), bandwidth "
@@ -199,12 +208,12 @@ def markdown(results) -> str:
         lines.append(f"- **{len(noisy)} noisy rows** (CV > {100 * method['noisy_cv']:.0f} %): their ratios move "
                      "between runs by more than the p10–p90 intervals below, which only cover this run's noise")
 
-    kernel_cols = " kernel µs | ours × (kernel) |" if gpu else ""
+    kernel_cols = " kernel µs | ours × (kernel) | SM MHz / W |" if gpu else ""
     for set_name in results["summary"]:
         lines += ["", f"## {set_name}", "",
                   "| shape | floor µs (bound) | peer | status | call µs | p10–p90 µs | CV % |" + kernel_cols
                   + " TFLOP/s | GB/s | % floor | ours × (call) | rel err | note |",
-                  "|---|---|---|---|---:|---|---:|" + ("---:|---:|" if gpu else "") + "---:|---:|---:|---:|---:|---|"]
+                  "|---|---|---|---|---:|---|---:|" + ("---:|---:|---:|" if gpu else "") + "---:|---:|---:|---:|---:|---|"]
         for row in (r for r in results["rows"] if r["set"] == set_name):
             t = row.get("timing") or {}
             spread = f"{t['p10_us']:.1f}–{t['p90_us']:.1f}" if t else "–"
@@ -212,7 +221,7 @@ def markdown(results) -> str:
             note = (row.get("error") or row.get("kernel_error") or _config_text(row.get("config")))
             note = note[:NOTE_CHARS].replace("|", "/")
             kernel = (f" {_fmt(_us(row, 'kernel_timing'), '.1f')} | {_fmt(row.get('ours_speedup_kernel'), '.2f')} |"
-                      if gpu else "")
+                      f" {_gpu_state_text(row.get('gpu_state'))} |" if gpu else "")
             lines.append(
                 f"| {row['shape']} | {row['floor_us']:.1f} ({row['bound'][0]}) | {row['peer']} | {row['status']} | "
                 f"{_fmt(t.get('median_us'), '.1f')} | {spread} | {cv} |{kernel} {_fmt(row.get('tflops'), '.3g')} | "

@@ -1,14 +1,20 @@
 """GPU clocks, power and temperature sampled by nvidia-smi in the background while the benchmark runs, so
-that every result says what state the card was in (a card at its power cap runs below its boost clock)."""
+that every result says what state the card was in (a card at its power cap runs below its boost clock),
+for the whole run and for each row timed long enough to be sampled."""
 import statistics
 import subprocess
+import tempfile
+from datetime import datetime
 
 import torch
 
-SAMPLE_MS = 500
-FIELDS = ["clocks.sm", "clocks.mem", "clocks.max.sm", "power.draw", "power.limit", "temperature.gpu",
-          "clocks_event_reasons.active"]
-NUMERIC = FIELDS[:-1]
+SAMPLE_MS = 100
+NUMERIC = ["clocks.sm", "clocks.mem", "clocks.max.sm", "power.draw", "power.limit", "temperature.gpu"]
+# nvidia-smi's timestamp is the host's local time ("2026/12/06 18:05:36.123"), which places each sample in
+# the rows timed while it was taken.
+TIMESTAMP = "timestamp"
+TIMESTAMP_FORMAT = "%Y/%m/%d %H:%M:%S.%f"
+FIELDS = [TIMESTAMP] + NUMERIC + ["clocks_event_reasons.active"]
 
 
 def _query(fields, target):
@@ -19,7 +25,7 @@ class GpuTelemetry:
     """start() launches `nvidia-smi -lms`; stop() ends it and returns the samples and their summary."""
 
     def __init__(self, device: torch.device):
-        self.device, self.proc, self.fields, self.target, self.error = device, None, FIELDS, [], None
+        self.device, self.proc, self.out, self.fields, self.target, self.error = device, None, None, FIELDS, [], None
 
     def start(self):
         if self.device.type != "cuda" or torch.version.hip:
@@ -27,8 +33,9 @@ class GpuTelemetry:
             return
         uuid = getattr(torch.cuda.get_device_properties(self.device), "uuid", None)
         # The benchmarked card by its UUID, else every card nvidia-smi sees; older drivers lack
-        # clocks_event_reasons: then the numeric fields alone.
-        tries = [(target, fields) for target in ([f"--id=GPU-{uuid}"] if uuid else [], []) for fields in (FIELDS, NUMERIC)]
+        # clocks_event_reasons: then the timestamp and the numeric fields alone.
+        tries = [(target, fields) for target in ([f"--id=GPU-{uuid}"] if uuid else [], [])
+                 for fields in (FIELDS, [TIMESTAMP] + NUMERIC)]
         try:
             for self.target, self.fields in tries:
                 probe = subprocess.run(_query(self.fields, self.target), capture_output=True, text=True, timeout=20)
@@ -37,8 +44,10 @@ class GpuTelemetry:
             else:
                 self.error = f"nvidia-smi failed: {(probe.stdout + probe.stderr).strip()[:200]}"
                 return
+            # A file, not a pipe: a long run's samples would fill a pipe and stall the sampler.
+            self.out = tempfile.TemporaryFile("w+")
             self.proc = subprocess.Popen(_query(self.fields, self.target) + [f"-lms={SAMPLE_MS}"],
-                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                                         stdout=self.out, stderr=subprocess.DEVNULL, text=True)
         except (OSError, subprocess.SubprocessError) as exc:
             self.error = f"nvidia-smi not usable: {exc}"
 
@@ -46,8 +55,11 @@ class GpuTelemetry:
         if self.proc is None:
             return {"error": self.error}
         self.proc.terminate()
-        out, _ = self.proc.communicate(timeout=20)
-        return summarize(self.fields, out)
+        self.proc.wait(timeout=20)
+        self.out.seek(0)
+        text = self.out.read()
+        self.out.close()
+        return summarize(self.fields, text)
 
 
 def summarize(fields, text: str) -> dict:
@@ -55,14 +67,7 @@ def summarize(fields, text: str) -> dict:
     samples = [[v.strip() for v in line.split(",")] for line in text.splitlines() if line.count(",") == len(fields) - 1]
     summary = {}
     for i, name in enumerate(fields):
-        if name not in NUMERIC:
-            continue
-        values = []
-        for sample in samples:
-            try:
-                values.append(float(sample[i]))
-            except ValueError:  # "[N/A]"
-                pass
+        values = _numbers(samples, i) if name in NUMERIC else []
         if values:
             summary[name] = {"min": min(values), "median": statistics.median(values), "max": max(values)}
     reasons = {}
@@ -71,3 +76,46 @@ def summarize(fields, text: str) -> dict:
         for sample in samples:
             reasons[sample[i]] = reasons.get(sample[i], 0) + 1
     return {"fields": fields, "sample_ms": SAMPLE_MS, "samples": samples, "summary": summary, "event_reasons": reasons}
+
+
+def _numbers(samples, i) -> list[float]:
+    values = []
+    for sample in samples:
+        try:
+            values.append(float(sample[i]))
+        except ValueError:  # "[N/A]"
+            pass
+    return values
+
+
+def _epoch(stamp: str):
+    try:
+        return datetime.strptime(stamp, TIMESTAMP_FORMAT).timestamp()
+    except ValueError:
+        return None
+
+
+def window_state(telemetry: dict, t0: float, t1: float):
+    """Median SM clock and power of the samples taken between host times t0 and t1 (epoch seconds), with
+    their count; None where no sample falls inside (rows shorter than the sampling period)."""
+    fields = telemetry.get("fields") or []
+    if TIMESTAMP not in fields:
+        return None
+    it = fields.index(TIMESTAMP)
+    inside = [s for s in telemetry.get("samples", []) if t0 <= (_epoch(s[it]) or float("-inf")) <= t1]
+    if not inside:
+        return None
+    state = {"samples": len(inside)}
+    for name in ("clocks.sm", "power.draw"):
+        values = _numbers(inside, fields.index(name)) if name in fields else []
+        if values:
+            state[name] = statistics.median(values)
+    return state
+
+
+def attach_row_states(rows, telemetry: dict):
+    """Each row timed over `timed_s` (host epoch seconds) gets `gpu_state`, where samples fall inside."""
+    for row in rows:
+        state = window_state(telemetry, *row["timed_s"]) if "timed_s" in row else None
+        if state:
+            row["gpu_state"] = state

@@ -175,6 +175,19 @@ def test_reference_is_not_degenerate():
         check(torch.zeros(4, 4, dtype=torch.bfloat16), torch.zeros(4, 4))
 
 
+# nvidia-smi lines as GpuTelemetry records them: the host's local time, then FIELDS' values.
+_SAMPLES = ("2026/12/06 18:05:36.100, 1980, 2619, 1980, 650.5, 700.00, 60, 0x0000000000000004\n"
+            "2026/12/06 18:05:36.200, 1755, 2619, 1980, 699.9, 700.00, 63, 0x0000000000000004\n")
+_TELEMETRY = summarize(FIELDS, _SAMPLES)
+
+
+def _at(stamp: str) -> float:
+    """Host epoch seconds of an nvidia-smi timestamp (local time)."""
+    import datetime
+
+    return datetime.datetime.strptime(stamp, "%Y/%m/%d %H:%M:%S.%f").timestamp()
+
+
 def _synthetic_gpu_results():
     """Two shapes, ours and DeepGEMM, with call and kernel timings, as a GPU run records them."""
     def timing(us):
@@ -186,7 +199,8 @@ def _synthetic_gpu_results():
         for peer, (call, kernel) in (("ours", ours), ("deepgemm", dg)):
             rows.append({"set": "decode", "shape": shape, "peer": peer, "status": "OK", "flops": 2e9, "bytes": 1e7,
                          "m": 1, "n": 1, "k": 1, "layout": "kmajor", "timing": timing(call),
-                         "kernel_timing": timing(kernel), "rel_err": 1e-3, "host_us": 5.0})
+                         "kernel_timing": timing(kernel), "rel_err": 1e-3, "host_us": 5.0,
+                         "gpu_state": {"samples": 1, "clocks.sm": 1755.0, "power.draw": 699.9}})
     rows.append({"set": "decode", "shape": "64,576,7000", "peer": "deepgemm", "status": "UNSUPPORTED", "flops": 1,
                  "bytes": 1, "error": "DeepGEMM requires ..."})
     return {"env": {"device": "NVIDIA H200", "torch": "x", "cuda": "13.0", "hip": None, "driver": "580",
@@ -198,9 +212,7 @@ def _synthetic_gpu_results():
                          "bandwidth_source": "copy"},
             "peers": {name: {"label": name, "block_scaled": True, "conversion": "none", "unavailable": None}
                       for name in ("ours", "deepgemm")},
-            "gpu_telemetry": summarize(FIELDS, "1980, 2619, 1980, 650.5, 700.00, 60, 0x0000000000000004\n"
-                                               "1755, 2619, 1980, 699.9, 700.00, 63, 0x0000000000000004\n"),
-            "rows": rows}
+            "gpu_telemetry": _TELEMETRY, "rows": rows}
 
 
 @pytest.mark.kernels_ci
@@ -218,7 +230,7 @@ def test_report_gives_call_and_kernel_time_per_peer_and_set():
     assert dg["ours_speedup_p10"] <= dg["geomean_ours_speedup"] * 1.05
     table = report.markdown(results)
     for text in ("kernel time: CUDA graph", "## Host time per call", "UNSUPPORTED", "SM clock 1868 MHz",
-                 "ours × (kernel)", "noisy rows"):
+                 "ours × (kernel)", "noisy rows", "| 1755 / 700 |", "SM MHz / W"):
         assert text in table, text
     assert len(report.noisy_rows(results)) == 4  # every timed row has CV 12 % > 10 %
 
@@ -253,12 +265,34 @@ def test_gpu_shape_sets():
 
 @pytest.mark.kernels_ci
 def test_telemetry_summary_parses_nvidia_smi_lines():
-    summary = summarize(FIELDS, "1980, 2619, 1980, 650.5, 700.00, 60, 0x0000000000000004\n"
-                                "[N/A], 2619, 1980, 699.9, 700.00, 63, 0x0000000000000000\nnot a sample\n")
+    summary = summarize(FIELDS, "2026/12/06 18:05:36.100, 1980, 2619, 1980, 650.5, 700.00, 60, 0x0000000000000004\n"
+                                "2026/12/06 18:05:36.200, [N/A], 2619, 1980, 699.9, 700.00, 63, 0x0000000000000000\n"
+                                "not a sample\n")
     assert len(summary["samples"]) == 2
     assert summary["summary"]["clocks.sm"] == {"min": 1980.0, "median": 1980.0, "max": 1980.0}
     assert summary["summary"]["power.draw"]["max"] == pytest.approx(699.9)
     assert summary["event_reasons"] == {"0x0000000000000004": 1, "0x0000000000000000": 1}
+
+
+@pytest.mark.kernels_ci
+def test_rows_get_the_gpu_state_of_the_samples_taken_while_they_were_timed():
+    from benchmarks.telemetry import attach_row_states
+
+    first, second = _at("2026/12/06 18:05:36.100"), _at("2026/12/06 18:05:36.200")
+    rows = [{"timed_s": [first - 0.01, second + 0.01]},  # both samples: medians
+            {"timed_s": [second - 0.01, second + 0.5]},   # the second alone
+            {"timed_s": [first + 0.02, first + 0.05]},    # shorter than the sampling period: none
+            {}]                                           # not timed (WRONG, or a CPU run)
+    attach_row_states(rows, _TELEMETRY)
+    assert rows[0]["gpu_state"] == {"samples": 2, "clocks.sm": pytest.approx(1867.5),
+                                    "power.draw": pytest.approx(675.2)}
+    assert rows[1]["gpu_state"] == {"samples": 1, "clocks.sm": 1755.0, "power.draw": pytest.approx(699.9)}
+    assert "gpu_state" not in rows[2] and "gpu_state" not in rows[3]
+    # A driver whose query lacks the timestamp leaves every row without a state.
+    untimed = summarize(FIELDS[1:], "1980, 2619, 1980, 650.5, 700.00, 60, 0x0000000000000004\n")
+    rows = [{"timed_s": [0.0, 2e9]}]
+    attach_row_states(rows, untimed)
+    assert "gpu_state" not in rows[0]
 
 
 @pytest.mark.kernels_ci
