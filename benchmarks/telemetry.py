@@ -8,7 +8,7 @@ from datetime import datetime
 
 import torch
 
-SAMPLE_MS = 100
+SAMPLE_MS = 50
 NUMERIC = ["clocks.sm", "clocks.mem", "clocks.max.sm", "power.draw", "power.limit", "temperature.gpu"]
 # nvidia-smi's timestamp is the host's local time ("2026/12/06 18:05:36.123"), which places each sample in
 # the rows timed while it was taken.
