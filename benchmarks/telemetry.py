@@ -1,6 +1,7 @@
 """GPU clocks, power and temperature sampled by nvidia-smi in the background while the benchmark runs, so
 that every result says what state the card was in (a card at its power cap runs below its boost clock),
 for the whole run and for each row timed long enough to be sampled."""
+import bisect
 import statistics
 import subprocess
 import tempfile
@@ -95,27 +96,27 @@ def _epoch(stamp: str):
         return None
 
 
-def window_state(telemetry: dict, t0: float, t1: float):
-    """Median SM clock and power of the samples taken between host times t0 and t1 (epoch seconds), with
-    their count; None where no sample falls inside (rows shorter than the sampling period)."""
+def attach_row_states(rows, telemetry: dict):
+    """Each row timed over `timed_s` (host epoch seconds) gets `gpu_state`: the median SM clock and power
+    of the samples taken inside that window, and their count. Rows shorter than the sampling period, or
+    a query without timestamps, get none."""
     fields = telemetry.get("fields") or []
     if TIMESTAMP not in fields:
-        return None
+        return
     it = fields.index(TIMESTAMP)
-    inside = [s for s in telemetry.get("samples", []) if t0 <= (_epoch(s[it]) or float("-inf")) <= t1]
-    if not inside:
-        return None
-    state = {"samples": len(inside)}
-    for name in ("clocks.sm", "power.draw"):
-        values = _numbers(inside, fields.index(name)) if name in fields else []
-        if values:
-            state[name] = statistics.median(values)
-    return state
-
-
-def attach_row_states(rows, telemetry: dict):
-    """Each row timed over `timed_s` (host epoch seconds) gets `gpu_state`, where samples fall inside."""
+    # Each timestamp parsed once and the samples sorted by it: a window is then two bisections.
+    stamped = sorted((t, sample) for sample in telemetry.get("samples", []) if (t := _epoch(sample[it])) is not None)
+    times = [t for t, _ in stamped]
     for row in rows:
-        state = window_state(telemetry, *row["timed_s"]) if "timed_s" in row else None
-        if state:
-            row["gpu_state"] = state
+        if "timed_s" not in row:
+            continue
+        t0, t1 = row["timed_s"]
+        inside = [sample for _, sample in stamped[bisect.bisect_left(times, t0):bisect.bisect_right(times, t1)]]
+        if not inside:
+            continue
+        state = {"samples": len(inside)}
+        for name in ("clocks.sm", "power.draw"):
+            values = _numbers(inside, fields.index(name)) if name in fields else []
+            if values:
+                state[name] = statistics.median(values)
+        row["gpu_state"] = state
