@@ -174,7 +174,7 @@ CONFIG_SHAPES = [
     (4096, 7168, 2048),
     (6144, 4096, 512),
     (1024, 576, 7168),
-    (4096, 7168, 16384),  # whole waves of 2-CTA 128x128 cluster tiles plus a stream-K region of 38
+    (4096, 7168, 16384),  # whole waves of 2-CTA 192x128 cluster tiles plus a stream-K region
     (6144, 576, 7168),  # 256x128 (two slabs a warpgroup): 120 tiles, one wave
     (4096, 4096, 7168),  # 128x128 tiles in 2-CTA clusters: 512 cluster tiles, 7.8 waves
     (2048, 5120, 7168),  # 128x128 tiles in 2-CTA clusters (A multicast)

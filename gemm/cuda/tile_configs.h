@@ -40,7 +40,7 @@ constexpr int kMaxClusterN = 2;
 // (512x2112x7168: 132 tiles against 68). Rows are appended: plans name them by index.
 inline constexpr TileConfig kTileConfigs[] = {
     {64, 64, 1, 1, true}, {64, 96, 1, 1, true}, {64, 128, 1, 1, true}, {128, 128}, {192, 128}, {128, 128, 2},
-    {256, 128, 1, 2},     {128, 128, 1, 1, true}, {128, 64, 1, 1, true},
+    {256, 128, 1, 2},     {128, 128, 1, 1, true}, {128, 64, 1, 1, true}, {192, 128, 2},
 };
 inline constexpr int kNumTileConfigs = sizeof(kTileConfigs) / sizeof(kTileConfigs[0]);
 
