@@ -41,10 +41,10 @@ constexpr double unit_overhead_us(const TileConfig& c) {
 constexpr int cta_stage_load_bytes(const TileConfig& c) { return (c.block_m / c.cluster_n + c.block_n) * kBlockK; }
 // The rate at which a CTA takes in its stage_bytes per K block from L2.
 constexpr double kSmBytesPerUs = 70.0e3;
-// 2-CTA clusters (A multicast): K blocks faster than the same tile on one CTA, by more than the bytes
-// the stream term saves with three math warpgroups (192x128 measured 3-9 % faster than 192x128 alone on
-// M = 4096 shapes), and a fixed cost per launch (which also absorbs their slower short runs), so they are
-// planned only for long runs. Indexed by math warpgroups less one (no one-warpgroup config clusters).
+// 2-CTA clusters (A multicast): K blocks faster than the same tile on one CTA (192x128: 3-9 % at M = 4096,
+// more than the stream term's saved bytes account for), and a fixed cost per launch (which also absorbs
+// their slower short runs), so they are planned only for long runs. Indexed by math warpgroups less one;
+// no one-warpgroup config clusters.
 constexpr double kClusterKBlockTime[kMaxMathWarpgroups] = {1.0, 0.99, 0.95};
 constexpr double kClusterFixedUs = 8.3;
 // A tile of two warpgroups on 64 columns (128x64) issues twice the wgmmas of a 64x128 tile for the same
