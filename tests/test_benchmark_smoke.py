@@ -108,10 +108,13 @@ def test_benchmark_checks_rows_and_reports_wrong_peers(kernel, tmp_path):
 
 
 class SlowSetup(DequantFp32):
-    """A peer whose one-time setup outlasts the run's time limit, as DeepGEMM's kernel compilation can."""
+    """A peer whose one-time setup outlasts the run's time limit, as DeepGEMM's kernel compilation can: the
+    limit's SIGTERM arrives while it sets up (sent from here, so that a slow start of the run cannot let it
+    arrive before the run has installed its handler)."""
     name = "slow-setup"
 
     def setup(self, shapes, device):
+        os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(60)
         return "never reached"
 
@@ -127,14 +130,10 @@ def test_benchmark_stopped_in_a_peer_setup_still_reports(tmp_path):
     leaves the process's SIGTERM handler as it found it."""
     json_path = tmp_path / "bench.json"
     before = signal.getsignal(signal.SIGTERM)
-    timer = _sigterm_self_after(1.0)
     started = time.monotonic()
-    try:
-        bench.main(["--device", "cpu", "--shapes", "16,128,128", "--peers", "dequant-fp32", "slow-setup",
-                    "--iters", "2", "--warmup", "0", "--quiet", "--json", str(json_path)],
-                   extra_peers=[SlowSetup()])
-    finally:
-        timer.cancel()
+    bench.main(["--device", "cpu", "--shapes", "16,128,128", "--peers", "dequant-fp32", "slow-setup",
+                "--iters", "2", "--warmup", "0", "--quiet", "--json", str(json_path)],
+               extra_peers=[SlowSetup()])
     assert time.monotonic() - started < 30
     results = json.loads(json_path.read_text())
     assert results["interrupted"] is True and results["rows"] == []
