@@ -21,6 +21,11 @@
          reference first, interleaved in shuffled rounds; prints base, new, new/base, the fastest plan
          and DeepGEMM's time from the file (--ab-shapes adds shapes without one); --ab-out FILE.jsonl
          keeps every plan's median in the format of tests/cuda/planner_timings.jsonl.
+--vs BASE_LIB: a kernel A/B: each shape's planned plan (this library's planner) forced through this
+         library and BASE_LIB (a shim built from the code before the change), each checked against the
+         fp32 reference first, then timed in --rounds shuffled rounds of --iters calls; As M-major, as the
+         benchmark gives it. Shapes: DeepSeek-V3 decode (M = 1..128) and a large set; prints new/base per
+         shape and the geomean per set. A change is kept only if no set is slower.
 Timing: CUDA events, a 256 MB buffer written before each iteration (cold L2), median.
 """
 
@@ -39,6 +44,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmarks.shapes
 from benchmarks.shapes import CHALLENGE as CH, DEEPSEEK_V3 as DS, LARGE_SQUARE as BIG  # noqa: E402
+from benchmarks.shapes import DEEPSEEK_V3_DECODE_MS as DS_DECODE_MS, DEEPSEEK_V3_NK as DS_NK, mnk_grid  # noqa: E402
 
 SCALE_BLOCK = 128
 FLUSH_BYTES = 256 * 1024 * 1024
@@ -461,6 +467,45 @@ def ab(be: Backend, results: str, base: dict, rounds: int, iters: int, out_path:
     return fails
 
 
+VS_SETS = {
+    "decode": mnk_grid(DS_DECODE_MS, DS_NK),
+    "large": mnk_grid((512, 4096), [(2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168)]),
+}
+
+
+def vs(be: Backend, base_lib: str, rounds: int, iters: int) -> list[str]:
+    base = Backend(base_lib)
+    fails = []
+    print(f"{'set':>6} {'shape':>16} {'plan':>8} {'base us':>9} {'new us':>9} {'new/base':>8}")
+    for name, shapes in VS_SETS.items():
+        ratios = []
+        for m, n, k in shapes:
+            a, b, a_s, b_s = make(m, n, k)
+            a_s = a_s.t().contiguous().t()
+            ref = reference(a, b, a_s, b_s)
+            out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
+            p = be.plan(m, n, k)
+            runs = {tag: (lambda lib=lib: lib.gemm(a, b, a_s, b_s, out=out, config=p[0], stream_k=bool(p[3]),
+                                                   k_split=p[6]))
+                    for tag, lib in (("base", base), ("new", be))}
+            bad = [tag for tag, run in runs.items() if not close(run(), ref)[0]]
+            if bad:
+                fails += [f"{m}x{n}x{k} plan {plan_key(p[0], p[3], p[6])}: {tag} wrong" for tag in bad]
+                continue
+            samples = {tag: [] for tag in runs}
+            for _ in range(rounds):
+                for tag in random.sample(list(runs), len(runs)):
+                    samples[tag] += time_samples(runs[tag], iters)
+            med = {tag: statistics.median(v) for tag, v in samples.items()}
+            ratios.append(med["new"] / med["base"])
+            print(f"{name:>6} {f'{m}x{n}x{k}':>16} {plan_key(p[0], p[3], p[6]):>8} {med['base']:9.2f} "
+                  f"{med['new']:9.2f} {ratios[-1]:8.3f}", flush=True)
+        if ratios:
+            print(f"{name}: new/base geomean {math.exp(sum(map(math.log, ratios)) / len(ratios)):.4f} over "
+                  f"{len(ratios)} shapes, {min(ratios):.3f} to {max(ratios):.3f}", flush=True)
+    return fails
+
+
 def quant_bench(be: Backend) -> None:
     for m, k in QUANT:
         x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
@@ -494,9 +539,10 @@ def main() -> int:
     p.add_argument("--ab", metavar="RESULTS_JSON")
     p.add_argument("--base", metavar="M,N,K=PLAN;...", default="",
                    help="--ab: base plans (CONFIG/STREAM_K[/K_SPLIT]) where they differ from the heuristic's")
-    p.add_argument("--rounds", type=int, default=3, help="--ab: shuffled rounds of --iters calls per plan")
+    p.add_argument("--rounds", type=int, default=3, help="--ab, --vs: shuffled rounds of --iters calls per plan")
     p.add_argument("--ab-out", metavar="JSONL")
     p.add_argument("--ab-shapes", metavar="M,N,K;...", default="", help="--ab: more shapes (no DeepGEMM time)")
+    p.add_argument("--vs", metavar="BASE_LIB")
     args = p.parse_args()
     base = parse_plans(args.base)  # before the GPU is touched: a typo fails at once
     torch.manual_seed(0)
@@ -516,6 +562,8 @@ def main() -> int:
     if args.ab:
         extra = [tuple(int(v) for v in item.split(",")) for item in args.ab_shapes.split(";") if item.strip()]
         fails += ab(be, args.ab, base, args.rounds, args.iters, args.ab_out, extra)
+    if args.vs:
+        fails += vs(be, args.vs, args.rounds, args.iters)
     print("FAILS:", fails)
     return 1 if fails else 0
 
