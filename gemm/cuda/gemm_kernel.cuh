@@ -144,13 +144,17 @@ __device__ __forceinline__ bool slab_inside_group(const GroupedUnit& w, int64_t 
 // kGrouped: the grouped GEMM (MoE experts, grouped_scheduler.h): whole tiles of each group's rows, B and
 // its scales offset to the tile's group, stores clipped to the group's rows (or, with p.group.out_rows,
 // sent to the rows it names).
-template <int kBlockM, int kBlockN, int kClusterN, int kSlabs, bool kPairs, bool kSplitK, bool kGrouped>
+// kStreamK: plans with a stream-K region (p.sched.sk_tiles > 0). Whole-tile and K-split plans run an
+// instantiation without the pieces' hand-off and fix-up code: decode grids run one short unit a CTA,
+// each code path once on a cold instruction cache, so every instruction left out is fetched by no one.
+template <int kBlockM, int kBlockN, int kClusterN, int kSlabs, bool kPairs, bool kSplitK, bool kGrouped, bool kStreamK>
 __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClusterN, kSlabs, kPairs}), 1)
     fp8_gemm_kernel(const __grid_constant__ TensorMaps maps, const KernelParams p) {
   constexpr TileConfig kCfg{kBlockM, kBlockN, kClusterN, kSlabs, kPairs, kGrouped};
   static_assert(registers_fit(kCfg), "accumulators do not fit the math warpgroups' register budget");
   static_assert(!kSplitK || splits_k(kCfg), "K split on a config without one");
   static_assert(!kGrouped || (!kSplitK && kClusterN == 1), "grouped schedules run whole tiles on single CTAs");
+  static_assert(!kStreamK || (!kSplitK && !kGrouped), "stream-K regions are dense, without K splits");
   constexpr int kStages = num_stages(kCfg);
   constexpr int kMathWG = num_math_warpgroups(kCfg);
   constexpr int kWgRows = kSlabs * hopper::kWgmmaM;  // a math warpgroup's rows of the tile: its slabs
@@ -295,7 +299,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
       if (claims) return grouped_tile_unit(groups, p.sched, kBlockM, claimed_tile(unit, c, publisher), w);
       return grouped_work_unit(groups, p.sched, kBlockM, sched_cta, sched_grid, unit, w);
     } else {
-      return cta_work_unit(p.sched, sched_cta, sched_grid, k_rank, k_split, unit, w);
+      return cta_work_unit<kStreamK>(p.sched, sched_cta, sched_grid, k_rank, k_split, unit, w);
     }
   };
 
@@ -613,7 +617,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
       constexpr int64_t kSlotFloats = static_cast<int64_t>(kClusterN) * kBlockM * kBlockN;
       const int flag_offset = cta_rank * kMathWG + warpgroup;
       constexpr int kFlagsPerSlot = kClusterN * kMathWG;
-      if (w.slot >= 0) {
+      if (kStreamK && w.slot >= 0) {
         // A later stream-K piece: hand the partial to the tile's head.
 #pragma unroll
         for (int sl = 0; sl < kSlabs; ++sl) {
@@ -653,7 +657,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
         }
         ptx::cluster_arrive();
       }
-      if (w.fix_begin < w.fix_end) {
+      if (kStreamK && w.fix_begin < w.fix_end) {
         // A stream-K head: add the later pieces in K order (fixed, so the result is deterministic).
         // Thread i waits for piece i's flag, so the polls' L2 round trips overlap instead of adding up;
         // the barrier then makes every piece visible to the whole warpgroup. Unrolled over the planner's
@@ -688,8 +692,9 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
       }
       if (k_split > 1) ptx::cluster_wait();  // rank 0: the peers have passed the second barrier
     }
-    // Shared memory must outlive the reads of the last TMA stores.
-    if (p.out_tma && lane == 0) ptx::bulk_wait<0>();
+    // Shared memory must outlive the reads of the last TMA stores (not their global writes, which
+    // complete after the CTA exits, as in CUTLASS's and DeepGEMM's epilogues).
+    if (p.out_tma && lane == 0) ptx::bulk_wait_read<0>();
   }
   // ... and the peers' last remote arrivals on this CTA's empty barriers.
   if constexpr (kClusterN > 1) ptx::cluster_sync();

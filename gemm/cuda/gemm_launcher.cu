@@ -347,20 +347,30 @@ cudaError_t launch_config(const TensorMaps& maps, const KernelParams& p, int gri
                           cudaStream_t stream, int* max_clusters) {
   constexpr TileConfig c = kGrouped ? cuda::grouped_tile_config(I) : kTileConfigs[I];
   static_assert(!kGrouped || cuda::grouped_smem_fits(c), "the groups' table does not fit beside the ring");
-  // K-split plans (and the occupancy of split clusters) take the config's K-splitting instantiation.
-  const bool split = cluster_ctas > c.cluster_n;
-  auto* kernel = &cuda::fp8_gemm_kernel<c.block_m, c.block_n, c.cluster_n, c.slabs, c.pairs, false, kGrouped>;
-  if constexpr (cuda::splits_k(c) && !kGrouped) {
-    if (split) kernel = &cuda::fp8_gemm_kernel<c.block_m, c.block_n, c.cluster_n, c.slabs, c.pairs, true, false>;
+  // Three instantiations of a dense config: whole tiles, K splits (plans, and the occupancy of split
+  // clusters) and stream-K regions; each carries only its schedule's code.
+  enum Variant { kWhole, kSplit, kStreamK, kNumVariants };
+  const Variant variant = cluster_ctas > c.cluster_n ? kSplit : p.sched.sk_tiles > 0 ? kStreamK : kWhole;
+  if (kGrouped && variant != kWhole) return cudaErrorInvalidConfiguration;
+  if (variant == kSplit && !cuda::splits_k(c)) return cudaErrorInvalidConfiguration;
+  auto* kernel = &cuda::fp8_gemm_kernel<c.block_m, c.block_n, c.cluster_n, c.slabs, c.pairs, false, kGrouped, false>;
+  if constexpr (!kGrouped) {
+    if (variant == kStreamK) {
+      kernel = &cuda::fp8_gemm_kernel<c.block_m, c.block_n, c.cluster_n, c.slabs, c.pairs, false, false, true>;
+    }
+    if constexpr (cuda::splits_k(c)) {
+      if (variant == kSplit) {
+        kernel = &cuda::fp8_gemm_kernel<c.block_m, c.block_n, c.cluster_n, c.slabs, c.pairs, true, false, false>;
+      }
+    }
   }
-  if (split && (kGrouped || !cuda::splits_k(c))) return cudaErrorInvalidConfiguration;
   constexpr int smem = kGrouped ? cuda::grouped_smem_bytes(c) : cuda::smem_bytes(c);
   // The shared-memory opt-in holds for the device's context: set once per kernel and device (a
   // couple of us of host time a call otherwise). Threads racing on the first call both set it.
-  static std::atomic<bool> smem_opted_in[2][kMaxDevices] = {};
+  static std::atomic<bool> smem_opted_in[kNumVariants][kMaxDevices] = {};
   int device = 0;
   if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
-  std::atomic<bool>* opted_in = device >= 0 && device < kMaxDevices ? &smem_opted_in[split][device] : nullptr;
+  std::atomic<bool>* opted_in = device >= 0 && device < kMaxDevices ? &smem_opted_in[variant][device] : nullptr;
   if (opted_in == nullptr || !opted_in->load(std::memory_order_acquire)) {
     const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (e != cudaSuccess) return e;

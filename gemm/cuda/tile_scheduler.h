@@ -104,7 +104,9 @@ GEMM_HOST_DEVICE inline int32_t cta_dp_units(const TileSchedule& s, int32_t cta,
 
 // Unit `idx` of CTA `cta` (its DP tiles first, then the pieces of its SK range); false past the last.
 // A pure function of the index, so the walking warps keep one counter in registers and read the
-// schedule from the kernel parameters.
+// schedule from the kernel parameters. kStreamK = false: a schedule without an SK region (sk_tiles = 0),
+// walked by kernels that carry no stream-K code.
+template <bool kStreamK = true>
 GEMM_HOST_DEVICE inline bool work_unit(const TileSchedule& s, int32_t cta, int32_t grid, int32_t idx, WorkUnit& w) {
   const int32_t dp_units = cta_dp_units(s, cta, grid);
   if (idx < dp_units) {
@@ -112,7 +114,7 @@ GEMM_HOST_DEVICE inline bool work_unit(const TileSchedule& s, int32_t cta, int32
     w = WorkUnit{c.m_blk, c.n_blk, 0, s.kblocks, -1, 0, 0};
     return true;
   }
-  if (cta >= s.sk_ctas) return false;
+  if (!kStreamK || cta >= s.sk_ctas) return false;
   const int32_t iters = s.sk_iters();
   const int32_t j = sk_range_cta(cta, s.sk_ctas);
   const int32_t begin = sk_range_begin(j, iters, s.sk_ctas);
@@ -137,9 +139,10 @@ GEMM_HOST_DEVICE inline bool work_unit(const TileSchedule& s, int32_t cta, int32
 // The unit as rank `k_rank` of a K split over `k_split` (= s.k_split; a compile-time 1 in kernels
 // without splits) CTAs runs it: its share of the unit's K blocks. Shares differ by at most one K block;
 // the planner keeps them non-empty (k_split <= kblocks).
+template <bool kStreamK = true>
 GEMM_HOST_DEVICE inline bool cta_work_unit(const TileSchedule& s, int32_t cluster, int32_t clusters, int32_t k_rank,
                                            int32_t k_split, int32_t idx, WorkUnit& w) {
-  if (!work_unit(s, cluster, clusters, idx, w)) return false;
+  if (!work_unit<kStreamK>(s, cluster, clusters, idx, w)) return false;
   if (k_split > 1) {
     const int32_t span = w.kb_end - w.kb_begin;
     w.kb_end = w.kb_begin + (k_rank + 1) * span / k_split;
