@@ -67,7 +67,12 @@ void walk(const Plan& p, long long m, long long n, long long k) {
     WorkUnit w;
     const int cluster = cta / s.k_split, k_rank = cta % s.k_split;
     const int dp_units = cta_dp_units(s, cluster, p.grid);
-    for (int unit = 0; cta_work_unit(s, cluster, p.grid, k_rank, s.k_split, unit, w); ++unit) {
+    // Walked as the kernel the launcher picks walks it: without stream-K code where there is no SK region.
+    auto next_unit = [&](int unit) {
+      return s.sk_tiles > 0 ? cta_work_unit<true>(s, cluster, p.grid, k_rank, s.k_split, unit, w)
+                            : cta_work_unit<false>(s, cluster, p.grid, k_rank, s.k_split, unit, w);
+    };
+    for (int unit = 0; next_unit(unit); ++unit) {
       if (w.m_blk < 0 || w.m_blk >= s.m_blocks || w.n_blk < 0 || w.n_blk >= s.n_blocks || w.kb_begin < 0 ||
           w.kb_end > s.kblocks || w.kb_begin >= w.kb_end) {
         fail("unit out of range", m, n, k, p.config, sk, cta, unit);
