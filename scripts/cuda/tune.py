@@ -228,6 +228,20 @@ def time_samples(fn, iters=20, cold=True) -> list[float]:
     return [s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends)]
 
 
+def geomean(values) -> float:
+    return math.exp(sum(map(math.log, values)) / len(values))
+
+
+def interleaved_medians(runs: dict, rounds: int, iters: int) -> dict:
+    """Median time (us) of each of `runs` (name -> callable), timed in `rounds` rounds of `iters` calls
+    each, in a fresh random order every round, so that drift in clock or L2 state hits all alike."""
+    samples = {key: [] for key in runs}
+    for _ in range(rounds):
+        for key in random.sample(list(runs), len(runs)):
+            samples[key] += time_samples(runs[key], iters)
+    return {key: statistics.median(v) for key, v in samples.items()}
+
+
 def check(be: Backend) -> list[str]:
     fails = []
 
@@ -352,7 +366,7 @@ def suite(be: Backend) -> list[str]:
                   f"  plan {be.plan(m, n, k)}", flush=True)
     for name, s in speedups.items():
         if s:
-            print(f"{name}: geomean speed-up vs cuBLAS {math.exp(sum(map(math.log, s)) / len(s)):.3f} over "
+            print(f"{name}: geomean speed-up vs cuBLAS {geomean(s):.3f} over "
                   f"{len(s)} shapes, min {min(s):.2f}")
     return fails
 
@@ -442,13 +456,7 @@ def ab(be: Backend, results: str, base: dict, rounds: int, iters: int, out_path:
                 fails.append(f"{m}x{n}x{k} plan {key} rel={rel:.1e}")
                 continue
             runs[key] = run
-        samples = {key: [] for key in runs}
-        for _ in range(rounds):
-            order = list(runs)
-            random.shuffle(order)
-            for key in order:
-                samples[key] += time_samples(runs[key], iters)
-        med = {key: statistics.median(v) for key, v in samples.items()}
+        med = interleaved_medians(runs, rounds, iters)
         if old not in med or new not in med:
             fails.append(f"{m}x{n}x{k}: base {old} or new {new} failed its check")
             continue
@@ -462,7 +470,7 @@ def ab(be: Backend, results: str, base: dict, rounds: int, iters: int, out_path:
             out_file.flush()
     if ratios:
         changed = [r for r in ratios if r != 1.0]
-        print(f"new/base geomean {math.exp(sum(map(math.log, ratios)) / len(ratios)):.3f} over {len(ratios)} shapes"
+        print(f"new/base geomean {geomean(ratios):.3f} over {len(ratios)} shapes"
               f" ({len(changed)} with a changed plan)")
     return fails
 
@@ -492,16 +500,12 @@ def vs(be: Backend, base_lib: str, rounds: int, iters: int) -> list[str]:
             if bad:
                 fails += [f"{m}x{n}x{k} plan {plan_key(p[0], p[3], p[6])}: {tag} wrong" for tag in bad]
                 continue
-            samples = {tag: [] for tag in runs}
-            for _ in range(rounds):
-                for tag in random.sample(list(runs), len(runs)):
-                    samples[tag] += time_samples(runs[tag], iters)
-            med = {tag: statistics.median(v) for tag, v in samples.items()}
+            med = interleaved_medians(runs, rounds, iters)
             ratios.append(med["new"] / med["base"])
             print(f"{name:>6} {f'{m}x{n}x{k}':>16} {plan_key(p[0], p[3], p[6]):>8} {med['base']:9.2f} "
                   f"{med['new']:9.2f} {ratios[-1]:8.3f}", flush=True)
         if ratios:
-            print(f"{name}: new/base geomean {math.exp(sum(map(math.log, ratios)) / len(ratios)):.4f} over "
+            print(f"{name}: new/base geomean {geomean(ratios):.4f} over "
                   f"{len(ratios)} shapes, {min(ratios):.3f} to {max(ratios):.3f}", flush=True)
     return fails
 
