@@ -158,7 +158,7 @@ def _telemetry_text(tel):
         v = summ.get(name)
         return f"{v['median']:.0f} {unit} (min {v['min']:.0f}, max {v['max']:.0f})" if v else "n/a"
     reasons = ", ".join(f"{k}: {v}" for k, v in tel.get("event_reasons", {}).items())
-    return (f"{len(tel['samples'])} samples every {tel['sample_ms']} ms: SM clock {field('clocks.sm', 'MHz')} of max "
+    return (f"{tel['sample_count']} samples every {tel['sample_ms']} ms: SM clock {field('clocks.sm', 'MHz')} of max "
             f"{field('clocks.max.sm', 'MHz')}; memory clock {field('clocks.mem', 'MHz')}; power "
             f"{field('power.draw', 'W')} of limit {field('power.limit', 'W')}; {field('temperature.gpu', '°C')}"
             + (f"; clock event reasons (samples): {reasons}" if reasons else ""))

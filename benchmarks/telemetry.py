@@ -64,7 +64,8 @@ class GpuTelemetry:
 
 
 def summarize(fields, text: str) -> dict:
-    """nvidia-smi CSV lines -> {"fields", "samples", "summary": {field: {min, median, max}}, "event_reasons"}."""
+    """nvidia-smi CSV lines -> {"fields", "samples", "sample_count", "summary": {field: {min, median, max}},
+    "event_reasons"}."""
     samples = [[v.strip() for v in line.split(",")] for line in text.splitlines() if line.count(",") == len(fields) - 1]
     summary = {}
     for i, name in enumerate(fields):
@@ -76,7 +77,8 @@ def summarize(fields, text: str) -> dict:
         i = fields.index("clocks_event_reasons.active")
         for sample in samples:
             reasons[sample[i]] = reasons.get(sample[i], 0) + 1
-    return {"fields": fields, "sample_ms": SAMPLE_MS, "samples": samples, "summary": summary, "event_reasons": reasons}
+    return {"fields": fields, "sample_ms": SAMPLE_MS, "samples": samples, "sample_count": len(samples),
+            "summary": summary, "event_reasons": reasons}
 
 
 def _numbers(samples, i) -> list[float]:

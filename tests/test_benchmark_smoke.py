@@ -267,7 +267,7 @@ def test_telemetry_summary_parses_nvidia_smi_lines():
     summary = summarize(FIELDS, "2026/12/06 18:05:36.100, 1980, 2619, 1980, 650.5, 700.00, 60, 0x0000000000000004\n"
                                 "2026/12/06 18:05:36.200, [N/A], 2619, 1980, 699.9, 700.00, 63, 0x0000000000000000\n"
                                 "not a sample\n")
-    assert len(summary["samples"]) == 2
+    assert len(summary["samples"]) == summary["sample_count"] == 2
     assert summary["summary"]["clocks.sm"] == {"min": 1980.0, "median": 1980.0, "max": 1980.0}
     assert summary["summary"]["power.draw"]["max"] == pytest.approx(699.9)
     assert summary["event_reasons"] == {"0x0000000000000004": 1, "0x0000000000000000": 1}
