@@ -356,3 +356,39 @@ def test_grouped_offsets_values_checked_on_cpu(kernel, device, moe):
         kernel.matmul_grouped(x, b, b_scale, decreasing, None, [128, 128])
     with _raises(RuntimeError, "group_ends must be <= M = 65", "group_ends[3] = 70"):
         kernel.matmul_grouped(x, b, b_scale, None, torch.tensor([10.0, 0, 30, 30]), [128, 128])
+
+
+# Every entry point, each of its required tensor arguments replaced by None or a number: a TypeError naming
+# the argument, not an AttributeError from inside the wrapper.
+ENTRY_POINTS = {
+    "gemm": ("a", "b", "a_scale", "b_scale"),
+    "grouped_gemm": ("a", "b", "a_scale", "b_scale"),
+    "matmul_2d": ("A", "B", "Bs"),
+    "matmul_batched": ("A", "B", "Bs"),
+    "matmul_grouped": ("A", "B", "Bs"),
+    "quantize_activation": ("x",),
+    "quantize_weight": ("w",),
+}
+
+
+@pytest.mark.kernels_ci
+@pytest.mark.parametrize("bad", [None, 3])
+@pytest.mark.parametrize("entry, name", [(e, n) for e, names in ENTRY_POINTS.items() for n in names])
+def test_non_tensor_arguments(kernel, device, inputs, moe, entry, name, bad):
+    a, b, a_scale, b_scale = inputs
+    x, b3, b3_scale, offsets = moe
+    kwargs = {
+        "gemm": dict(a=a, b=b, a_scale=a_scale, b_scale=b_scale),
+        "grouped_gemm": dict(a=x.float().to(b3.dtype), b=b3, a_scale=torch.rand(M, 3, device=device),
+                             b_scale=b3_scale, offsets=offsets),
+        "matmul_2d": dict(A=x, B=b, Bs=b_scale, block_size=[128, 128]),
+        "matmul_batched": dict(A=x, B=b3, Bs=b3_scale, expert_ids=torch.zeros(M, dtype=torch.int64, device=device),
+                               block_size=[128, 128]),
+        "matmul_grouped": dict(A=x, B=b3, Bs=b3_scale, offsets=offsets, tokens_per_expert=None, block_size=[128, 128]),
+        "quantize_activation": dict(x=x),
+        "quantize_weight": dict(w=x),
+    }[entry]
+    getattr(kernel, entry)(**kwargs)  # the baseline call is valid
+    kwargs[name] = bad
+    with _raises(TypeError, f"{name} must be a torch.Tensor, got {type(bad).__name__}"):
+        getattr(kernel, entry)(**kwargs)

@@ -12,7 +12,7 @@ from typing import Optional
 
 import torch
 
-from ._args import OUT_DTYPES, check_devices, check_scale_dtype, merge_leading_dims, op_scale
+from ._args import OUT_DTYPES, check_devices, check_scale_dtype, merge_leading_dims, op_scale, require_tensor
 from ._fp8 import SCALE_BLOCK_K, SCALE_BLOCK_N, e4m3fn_to_e4m3fnuz, fp8_max
 from ._grouped import grouped_gemm, matmul_batched, matmul_grouped
 from ._matmul import matmul, matmul_2d
@@ -60,6 +60,8 @@ def gemm(
     Returns the [..., N] result (`out` itself when given). Layouts are read from strides (see README);
     the call is asynchronous on the current stream and never synchronizes.
     """
+    require_tensor("gemm", "a", a)
+    require_tensor("gemm", "b", b)
     if a.dim() < 1:
         raise ValueError("gemm: a must have shape [..., K], got a 0-D tensor")
     if b.dim() != 2:

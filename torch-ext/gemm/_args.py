@@ -24,10 +24,19 @@ BLOCK_SIZE = [SCALE_BLOCK_N, SCALE_BLOCK_K]
 BLOCK_SIZE_TUPLE = tuple(BLOCK_SIZE)
 
 
+def require_tensor(who: str, name: str, t) -> None:
+    # Anything else would fail on its first attribute read, with a message that names no argument.
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{who}: {name} must be a torch.Tensor, got {type(t).__name__}")
+
+
 def check_devices(who: str, first: str, a: torch.Tensor, **others: Optional[torch.Tensor]) -> None:
     # Checked here as well as in the binding: a `meta` tensor among CPU or GPU ones would dispatch
     # the op to its fake implementation, which writes nothing.
+    require_tensor(who, first, a)
     for name, t in others.items():
+        if t is not None:
+            require_tensor(who, name, t)
         if t is not None and t.device != a.device:
             raise ValueError(
                 f"{who}: all tensors must be on one device; expected {name} on {a.device} "
@@ -42,6 +51,7 @@ def check_out_dtype(who: str, name: str, dtype: torch.dtype) -> None:
 
 def check_activation(who: str, A: torch.Tensor) -> None:
     """A [..., K] in a floating dtype the fused quantizer reads; FP8 A is refused (it has no scale here)."""
+    require_tensor(who, "A", A)
     if A.dtype in FP8_DTYPES:
         raise TypeError(
             f"{who}: A must be torch.bfloat16, torch.float16 or torch.float32 (it is quantized here), got "
@@ -54,6 +64,7 @@ def check_activation(who: str, A: torch.Tensor) -> None:
 
 
 def check_weight(who: str, B: torch.Tensor, dims: int, layout: str) -> None:
+    require_tensor(who, "B", B)
     if B.dtype not in FP8_DTYPES:
         raise TypeError(f"{who}: B must be torch.float8_e4m3fn or torch.float8_e4m3fnuz, got {B.dtype}")
     if B.dim() != dims:
@@ -61,6 +72,7 @@ def check_weight(who: str, B: torch.Tensor, dims: int, layout: str) -> None:
 
 
 def check_scale_dtype(who: str, name: str, scale: torch.Tensor) -> None:
+    require_tensor(who, name, scale)
     if scale.dtype not in SCALE_DTYPES:
         raise TypeError(
             f"{who}: {name} must be torch.float32 or torch.float8_e8m0fnu, got {scale.dtype} "
@@ -99,6 +111,7 @@ def weight_scale(who: str, Bs: torch.Tensor, block_size: Optional[Sequence[int]]
     scale per weight matrix (Bs.numel() == number of matrices); it is broadcast to the grid, a copy of
     ceil(N/128) * ceil(K/128) scales per matrix. Any other block size is refused.
     """
+    require_tensor(who, "Bs", Bs)
     groups, (n, k) = B.shape[:-2], B.shape[-2:]
     grid = (*groups, ceil_div(n, SCALE_BLOCK_N), ceil_div(k, SCALE_BLOCK_K))
     if (block_size == BLOCK_SIZE or block_size == BLOCK_SIZE_TUPLE) and Bs.shape == grid and Bs.dtype in SCALE_DTYPES:

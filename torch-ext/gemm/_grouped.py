@@ -19,6 +19,7 @@ from ._args import (
     check_out_dtype,
     check_weight,
     merge_leading_dims,
+    require_tensor,
     weight_scale,
 )
 from ._ops import add_op_namespace_prefix, ops
@@ -153,6 +154,8 @@ def grouped_gemm(
     given = [name for name, t in (("offsets", offsets), ("expert_ids", expert_ids), ("masked_m", masked_m)) if t is not None]
     if len(given) != 1:
         raise ValueError(f"{who}: exactly one of offsets, expert_ids, masked_m must be given, got {given or 'none'}")
+    for name, t in (("b", b), ("a_scale", a_scale), ("b_scale", b_scale)):
+        require_tensor(who, name, t)
     check_devices(who, "a", a, b=b, a_scale=a_scale, b_scale=b_scale, offsets=offsets, expert_ids=expert_ids,
                   masked_m=masked_m, out=out)  # fmt: skip
     if b.dim() != 3:

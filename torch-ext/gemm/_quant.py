@@ -30,6 +30,8 @@ def _op_serves(device: torch.device, dtype: torch.dtype) -> bool:
 
 
 def _check_float(name: str, t: torch.Tensor) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     # Integer codes carry no scale of their own: quantizing them would silently invent one.
     if not t.is_floating_point():
         raise TypeError(f"{name} must be a floating-point tensor (e.g. torch.bfloat16), got {t.dtype}")
