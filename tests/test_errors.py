@@ -392,3 +392,37 @@ def test_non_tensor_arguments(kernel, device, inputs, moe, entry, name, bad):
     kwargs[name] = bad
     with _raises(TypeError, f"{name} must be a torch.Tensor, got {type(bad).__name__}"):
         getattr(kernel, entry)(**kwargs)
+
+
+@pytest.mark.kernels_ci
+def test_written_tensors_must_not_share_memory(kernel, device, moe):
+    fp8 = fp8_dtypes_for(device)[0]
+    m, n, k = 4, 64, 128  # a bf16 [m, n] out viewed as FP8 is an [m, k] a
+    out = torch.zeros(m, n, dtype=torch.bfloat16, device=device)
+    b = torch.randn(n, k, device=device).to(fp8)
+    ones = torch.ones(m, 1, device=device), torch.ones(1, 1, device=device)
+    with _raises(ValueError, "gemm: out must not share memory with a"):
+        kernel.ops.gemm(out, out.view(fp8), b, *ones)
+    with _raises(ValueError, "gemm: out must not share memory with a"):
+        kernel.gemm(out.view(fp8), b, *ones, out=out)
+    out32 = torch.ones(m, n, device=device)
+    with _raises(ValueError, "gemm: out must not share memory with a_scale"):
+        kernel.ops.gemm(out32, out.view(fp8), b, out32.view(-1)[:m].view(m, 1), ones[1])
+    # q and scale carved from one buffer, overlapping.
+    buf = torch.empty(m * k, dtype=fp8, device=device)
+    q, scale = buf.view(m, k), buf[: 4 * m].view(torch.float32).view(m, 1)
+    with _raises(ValueError, "quantize: q must not share memory with scale"):
+        kernel.ops.quantize(q, scale, torch.randn(m, k, device=device).bfloat16(), None, False)
+    x = torch.randn(m, k, device=device)
+    with _raises(ValueError, "quantize: q must not share memory with x"):
+        kernel.ops.quantize(x.view(fp8).view(-1)[: m * k].view(m, k), torch.empty(m, 1, device=device), x, None, False)
+    # linear: out is x (N = K).
+    xb, w = x.bfloat16(), torch.randn(k, k, device=device).to(fp8)
+    with _raises(ValueError, "linear: out must not share memory with x"):
+        kernel.ops.linear(xb, xb, w, ones[1], None, False)
+    x3, b3, b3_scale, offsets = moe
+    a3 = x3.float().to(b3.dtype)
+    out3 = torch.ones(M, N, device=device)
+    with _raises(ValueError, "grouped_gemm: out must not share memory with b_scale"):
+        kernel.ops.grouped_gemm(out3, a3, b3, torch.ones(M, 3, device=device), out3.view(-1)[: b3_scale.numel()].view(b3_scale.shape),
+                                offsets, None)

@@ -8,6 +8,7 @@
 #include "torch_binding.h"
 
 #include <ATen/ATen.h>
+#include <ATen/MemoryOverlap.h>
 #include <torch/library.h>
 
 #include <optional>
@@ -153,6 +154,17 @@ void check_device(const char* op, const at::Tensor& t, const char* name, const a
                     " on ", anchor.device().str(), " (the device of ", anchor_name, "), got ", t.device().str());
 }
 
+// A tensor the op writes must not share memory with another it reads or writes: the op would read it
+// half overwritten. Views whose overlap at::get_overlap_status cannot decide (not dense: padded rows) are
+// let through, as torch's own out= ops let them through.
+void check_no_overlap(const char* op, const at::Tensor& written, const char* written_name, const at::Tensor& other,
+                      const char* other_name) {
+  const at::MemOverlapStatus status = at::get_overlap_status(written, other);
+  TORCH_CHECK_VALUE(status != at::MemOverlapStatus::Full && status != at::MemOverlapStatus::Partial, op, ": ",
+                    written_name, " must not share memory with ", other_name, " (the op writes ", written_name,
+                    "); pass separate tensors");
+}
+
 // Scales are read as they are: UE8M0 bytes go to the backend untouched. uint8 is UE8M0 too (the
 // exponent bytes, as checkpoints store them): the Python entry points pass e8m0 scales that way, since
 // inductor cannot remove the functional wrapper of a mutating op that touches a float8_e8m0fnu tensor.
@@ -270,6 +282,10 @@ Problem validate_gemm(const char* op, const at::Tensor& out, const at::Tensor& a
   else
     check_shape(op, b_scale, "b_scale", "[ceil(N/128), ceil(K/128)]", {n_blocks, k_blocks});
   check_shape(op, out, "out", "[M, N]", {problem.m, problem.n});
+  check_no_overlap(op, out, "out", a, "a");
+  check_no_overlap(op, out, "out", b, "b");
+  check_no_overlap(op, out, "out", a_scale, "a_scale");
+  check_no_overlap(op, out, "out", b_scale, "b_scale");
   return problem;
 }
 
@@ -399,12 +415,17 @@ void run_quantize(const char* op, at::Tensor& q, at::Tensor& scale, const at::Te
   args.k = x.size(1);
   check_shape(op, q, "q", "[M, K]", {args.m, args.k});
   check_shape(op, scale, "scale", "[M, ceil(K/128)]", {args.m, gemm::ceil_div(args.k, gemm::kScaleBlockK)});
+  check_no_overlap(op, q, "q", x, "x");
+  check_no_overlap(op, scale, "scale", x, "x");
+  check_no_overlap(op, q, "q", scale, "scale");
   if (static_scale) {
     TORCH_CHECK_TYPE(static_scale->scalar_type() == at::kFloat, op, ": static_scale must be torch.float32, got ",
                      dtype_name(static_scale->scalar_type()));
     TORCH_CHECK_VALUE(static_scale->numel() == 1, op, ": static_scale must have one element, got shape ",
                       shape_str(*static_scale));
     check_device(op, *static_scale, "static_scale", x, "x");
+    check_no_overlap(op, q, "q", *static_scale, "static_scale");
+    check_no_overlap(op, scale, "scale", *static_scale, "static_scale");
     args.static_scale = static_scale->const_data_ptr<float>();
   }
   args.pow2_scale = pow2_scale;
@@ -445,6 +466,9 @@ void grouped_gemm_op(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, 
   constexpr const char* op = "grouped_gemm";
   const Problem problem = validate_gemm(op, out, a, b, a_scale, b_scale, true, kFnuzSupported, kBackend);
   const int given = group_ends.has_value() + row_group.has_value() + group_rows.has_value();
+  if (group_ends) check_no_overlap(op, out, "out", *group_ends, "group_ends");
+  if (row_group) check_no_overlap(op, out, "out", *row_group, "row_group");
+  if (group_rows) check_no_overlap(op, out, "out", *group_rows, "group_rows");
   TORCH_CHECK_VALUE(given == 1, op, ": exactly one of group_ends, row_group and group_rows must be given, got ",
                     num(given));
   const at::Tensor ends = group_ends ? index_operand(op, *group_ends, "group_ends", at::kInt, problem.groups,
@@ -502,6 +526,8 @@ void linear_op(at::Tensor& out, const at::Tensor& x, const at::Tensor& b, const 
   at::Tensor scale = at::empty({k_blocks, m}, x.options().dtype(at::kFloat)).t();
   // Every check (the GEMM's on b_scale and out, the quantizer's on x) runs before anything is launched.
   const Problem problem = validate_gemm(op, out, q, b, scale, b_scale, false, kFnuzSupported, kBackend);
+  check_no_overlap(op, out, "out", x, "x");
+  if (static_scale) check_no_overlap(op, out, "out", *static_scale, "static_scale");
   run_quantize(op, q, scale, x, static_scale, pow2_scale);
   launch_dense(op, problem, out, q, b, scale, b_scale);
 }
