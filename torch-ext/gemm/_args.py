@@ -35,9 +35,10 @@ def check_devices(who: str, first: str, a: torch.Tensor, **others: Optional[torc
     # the op to its fake implementation, which writes nothing.
     require_tensor(who, first, a)
     for name, t in others.items():
-        if t is not None:
-            require_tensor(who, name, t)
-        if t is not None and t.device != a.device:
+        if t is None:
+            continue
+        require_tensor(who, name, t)
+        if t.device != a.device:
             raise ValueError(
                 f"{who}: all tensors must be on one device; expected {name} on {a.device} "
                 f"(the device of {first}), got {t.device}"
