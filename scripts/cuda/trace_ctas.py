@@ -113,8 +113,8 @@ def build(tree: Path, lib: Path) -> None:
         raise RuntimeError(f"nvcc in {tree} failed:\n{done.stderr[-3000:]}")
 
 
-def build_both(build_dir: Path) -> tuple[Path, Path]:
-    """The traced shim (from a copy of gemm/ with the stamps in) and the plain one (from this tree)."""
+def write_traced_tree(build_dir: Path) -> Path:
+    """build_dir/traced: gemm/ with the stamps in and the trace accessors, and the tuning shim's source."""
     tree = build_dir / "traced"
     shutil.rmtree(tree, ignore_errors=True)
     shutil.copytree(ROOT / "gemm", tree / "gemm")
@@ -124,6 +124,12 @@ def build_both(build_dir: Path) -> tuple[Path, Path]:
     kernel.write_text(traced_kernel(kernel.read_text()))
     launcher = tree / LAUNCHER
     launcher.write_text(launcher.read_text() + TRACE_ACCESS)
+    return tree
+
+
+def build_both(build_dir: Path) -> tuple[Path, Path]:
+    """The traced shim (from write_traced_tree) and the plain one (from this tree)."""
+    tree = write_traced_tree(build_dir)
     libs = build_dir / "libtraced.so", build_dir / "libplain.so"
     with ThreadPoolExecutor(2) as pool:
         for f in [pool.submit(build, tree, libs[0]), pool.submit(build, ROOT, libs[1])]:
