@@ -9,7 +9,7 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
-from ._args import OP_SCALE_DTYPES, SCALE_DTYPES, check_devices
+from ._args import OP_SCALE_DTYPES, SCALE_DTYPES, check_devices, require_tensor
 from ._fp8 import SCALE_BLOCK_K, SCALE_BLOCK_N, ceil_div, fp8_max
 from ._ops import add_op_namespace_prefix, ops
 
@@ -29,12 +29,11 @@ def _op_serves(device: torch.device, dtype: torch.dtype) -> bool:
     return True  # meta and fake tensors: the op's fake implementation
 
 
-def _check_float(name: str, t: torch.Tensor) -> None:
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+def _check_float(who: str, name: str, t: torch.Tensor) -> None:
+    require_tensor(who, name, t)
     # Integer codes carry no scale of their own: quantizing them would silently invent one.
     if not t.is_floating_point():
-        raise TypeError(f"{name} must be a floating-point tensor (e.g. torch.bfloat16), got {t.dtype}")
+        raise TypeError(f"{who}: {name} must be a floating-point tensor (e.g. torch.bfloat16), got {t.dtype}")
 
 
 def _check_scale_dtype(who: str, scale_dtype: torch.dtype) -> None:
@@ -116,7 +115,7 @@ def quantize_activation(
     CUDA backend reads fastest: its 128+-row tiles load a K group's scales with one TMA copy instead of
     transposing them first (about 3 % of the time of an M >= 1024 GEMM on an H200).
     """
-    _check_float("quantize_activation: x", x)
+    _check_float("quantize_activation", "x", x)
     _check_scale_dtype("quantize_activation", scale_dtype)
     pow2_scale = pow2_scale or scale_dtype == torch.float8_e8m0fnu
     if x.dim() < 1:
@@ -159,7 +158,7 @@ def quantize_weight(
     `scale_dtype=torch.float8_e8m0fnu`) rounds each scale up to a power of two, as transformers does
     for `scale_fmt="ue8m0"` checkpoints.
     """
-    _check_float("quantize_weight: w", w)
+    _check_float("quantize_weight", "w", w)
     _check_scale_dtype("quantize_weight", scale_dtype)
     if w.dim() != 2:
         raise ValueError(f"quantize_weight: w must be a 2-D tensor [N, K], got shape {tuple(w.shape)}")
