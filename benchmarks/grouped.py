@@ -150,14 +150,16 @@ class OursGrouped(_GroupedPeer):
 class OursMasked(OursGrouped):
     """grouped_gemm(..., masked_m=) on the [E, max_m, K] layout, its scales M-major over all E * max_m rows
     (what quantize_activation(column_major_scales=True) writes for the [E * max_m, K] activations), which the
-    kernels load in place."""
+    kernels load in place; expected_m as DeepGEMM's masked kernel gets it."""
     kind = KIND_MASKED
     label = "grouped_gemm masked (this package)"
 
     def prepare(self, p, timer, check_fn):
         grouped = Ours.kernel().grouped_gemm
         a_scale = _outer_major(p.a_scale.reshape(-1, p.a_scale.shape[-1])).view(p.a_scale.shape)
-        return (lambda: grouped(p.a, p.b, a_scale, p.b_scale, masked_m=p.masked_m, out_dtype=p.out_dtype)), {}
+        hint = expected_m(p.counts)
+        return (lambda: grouped(p.a, p.b, a_scale, p.b_scale, masked_m=p.masked_m, out_dtype=p.out_dtype,
+                                expected_m=hint)), {"expected_m": hint}
 
 
 class OursDenseLoop(_GroupedPeer):
@@ -246,8 +248,9 @@ class DeepGemmGrouped(_GroupedPeer):
         return out[torch.tensor(valid, device=out.device)]
 
 
-def deepgemm_expected_m(counts) -> int:
-    """expected_m hint: the mean rows per expert (what engines pass: tokens x top-k / experts)."""
+def expected_m(counts) -> int:
+    """The expected_m hint both masked kernels get: the mean rows per expert (what engines pass: tokens x
+    top-k / experts)."""
     return max(1, ceil_div(sum(counts), len(counts)))
 
 
@@ -258,14 +261,14 @@ class DeepGemmMasked(DeepGemmGrouped):
 
     def compile_spec(self, shape):
         counts = route(shape)
-        return ("masked", masked_max_m(counts), shape.n, shape.k, shape.experts, deepgemm_expected_m(counts))
+        return ("masked", masked_max_m(counts), shape.n, shape.k, shape.experts, expected_m(counts))
 
     def prepare(self, p, timer, check_fn):
         import deep_gemm as dg
         a_scale = dg.get_col_major_tma_aligned_tensor(p.a_scale)
         out = torch.empty(p.shape.experts, p.max_m, p.shape.n, dtype=torch.bfloat16, device=p.a.device)
         b_scale = p.b_scale.contiguous()
-        expected = deepgemm_expected_m(p.counts)
+        expected = expected_m(p.counts)
 
         def call():
             dg.m_grouped_gemm_fp8_fp8_bf16_nt_masked((p.a, a_scale), (p.b, b_scale), out, p.masked_m, expected)

@@ -76,6 +76,9 @@ struct GemmArgs {
   const int64_t* row_group = nullptr;
   const int32_t* group_rows = nullptr;
   int64_t group_row_stride = 0;
+  // A planning hint, never a bound: the valid rows a group typically holds (DeepGEMM's expected_m), where
+  // the caller knows better than m / num_groups (the masked layout's max_m); 0: m / num_groups.
+  int64_t expected_group_rows = 0;
 };
 
 // The routing rules every backend checks the same way for a grouped GEMM (num_groups > 0): exactly one

@@ -344,6 +344,13 @@ def test_grouped_gemm_arguments(kernel, device, moe):
         kernel.grouped_gemm(a, b, a_scale, b_scale, offsets=offsets, out=_out(device), out_dtype=torch.float16)
     with _raises(ValueError, "grouped_gemm: b must be a 3-D tensor [E, N, K]", "(192, 300)"):
         kernel.grouped_gemm(a, b[0], a_scale, b_scale, offsets=offsets)
+    for hint in (2.5, True, torch.tensor(4)):
+        with _raises(TypeError, "grouped_gemm: expected_m must be an int", type(hint).__name__):
+            kernel.grouped_gemm(a, b, a_scale, b_scale, offsets=offsets, expected_m=hint)
+    with _raises(ValueError, "grouped_gemm: expected_m must be >= 1", "got 0"):
+        kernel.grouped_gemm(a, b, a_scale, b_scale, offsets=offsets, expected_m=0)
+    with _raises(ValueError, "grouped_gemm: expected_rows must be >= 0 (0: no hint)", "got -1"):
+        kernel.ops.grouped_gemm(_out(device), a, b, a_scale, b_scale, offsets, None, None, -1)
 
 
 def test_grouped_offsets_values_checked_on_cpu(kernel, device, moe):

@@ -149,7 +149,8 @@ def test_grouped_gemm_leaves_unrouted_rows_alone(kernel, device, mode):
 
 @pytest.mark.kernels_ci
 @pytest.mark.parametrize("counts", [[0, 16, 5, 1], [-3, 40, 5, 16]], ids=["in-range", "clamped"])
-def test_grouped_gemm_masked(kernel, device, counts):
+@pytest.mark.parametrize("expected_m", [None, 1, 64])  # the CUDA plan's 64-row tiles, then 128-row ones
+def test_grouped_gemm_masked(kernel, device, counts, expected_m):
     num_experts, max_m, n, k = 4, 16, 192, 256
     fp8 = fp8_dtypes_for(device)[0]
     b, b_scale = make_moe_weights(num_experts, n, k, device=device, fp8_dtype=fp8, seed=10)
@@ -159,7 +160,7 @@ def test_grouped_gemm_masked(kernel, device, counts):
     a_flat, as_flat = reference_quantize_activation(_activation(num_experts * max_m, k, device, seed=11), fp8)
     a, a_scale = a_flat.view(num_experts, max_m, k), as_flat.view(num_experts, max_m, -1)
     out = torch.full((num_experts, max_m, n), float("nan"), dtype=torch.float32, device=device)
-    kernel.grouped_gemm(a, b, a_scale, b_scale, masked_m=masked_m, out=out)
+    kernel.grouped_gemm(a, b, a_scale, b_scale, masked_m=masked_m, out=out, expected_m=expected_m)
     for e in range(num_experts):
         if masked[e]:
             rows = slice(0, masked[e])

@@ -462,7 +462,8 @@ void gemm_op(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at
 
 void grouped_gemm_op(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at::Tensor& a_scale,
                   const at::Tensor& b_scale, const std::optional<at::Tensor>& group_ends,
-                  const std::optional<at::Tensor>& row_group, const std::optional<at::Tensor>& group_rows) {
+                  const std::optional<at::Tensor>& row_group, const std::optional<at::Tensor>& group_rows,
+                  int64_t expected_rows) {
   constexpr const char* op = "grouped_gemm";
   const Problem problem = validate_gemm(op, out, a, b, a_scale, b_scale, true, kFnuzSupported, kBackend);
   const int given = group_ends.has_value() + row_group.has_value() + group_rows.has_value();
@@ -471,6 +472,7 @@ void grouped_gemm_op(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, 
   if (group_rows) check_no_overlap(op, out, "out", *group_rows, "group_rows");
   TORCH_CHECK_VALUE(given == 1, op, ": exactly one of group_ends, row_group and group_rows must be given, got ",
                     num(given));
+  TORCH_CHECK_VALUE(expected_rows >= 0, op, ": expected_rows must be >= 0 (0: no hint), got ", num(expected_rows));
   const at::Tensor ends = group_ends ? index_operand(op, *group_ends, "group_ends", at::kInt, problem.groups,
                                                      "[E]", a)
                                      : at::Tensor();
@@ -499,6 +501,7 @@ void grouped_gemm_op(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, 
     args.row_group = ids.defined() ? ids.const_data_ptr<int64_t>() : nullptr;
     args.group_rows = counts.defined() ? counts.const_data_ptr<int32_t>() : nullptr;
     args.group_row_stride = counts.defined() ? row_stride : 0;
+    args.expected_group_rows = expected_rows;
     launch_gemm(op, args, a.device(), stream);
   });
 }
@@ -538,7 +541,7 @@ void gemm_refuse_cpu(at::Tensor&, const at::Tensor& a, const at::Tensor&, const 
 }
 void grouped_gemm_refuse_cpu(at::Tensor&, const at::Tensor& a, const at::Tensor&, const at::Tensor&,
                              const at::Tensor&, const std::optional<at::Tensor>&, const std::optional<at::Tensor>&,
-                             const std::optional<at::Tensor>&) {
+                             const std::optional<at::Tensor>&, int64_t) {
   refuse_cpu("grouped_gemm", a, "a");
 }
 void linear_refuse_cpu(at::Tensor&, const at::Tensor& x, const at::Tensor&, const at::Tensor&,
@@ -557,7 +560,7 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.def("quantize(Tensor! q, Tensor! scale, Tensor x, Tensor? static_scale, bool pow2_scale) -> ()");
   ops.def(
       "grouped_gemm(Tensor! out, Tensor a, Tensor b, Tensor a_scale, Tensor b_scale, Tensor? group_ends, "
-      "Tensor? row_group, Tensor? group_rows=None) -> ()");
+      "Tensor? row_group, Tensor? group_rows=None, int expected_rows=0) -> ()");
   ops.def("linear(Tensor! out, Tensor x, Tensor b, Tensor b_scale, Tensor? static_scale, bool pow2_scale) -> ()");
 #if defined(CPU_KERNEL)
   constexpr auto kDeviceKey = c10::kCPU;

@@ -43,7 +43,8 @@ void gemm_op(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at
 
 void grouped_gemm_op(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at::Tensor& a_scale,
                      const at::Tensor& b_scale, const std::optional<at::Tensor>& group_ends,
-                     const std::optional<at::Tensor>& row_group, const std::optional<at::Tensor>& group_rows);
+                     const std::optional<at::Tensor>& row_group, const std::optional<at::Tensor>& group_rows,
+                     int64_t expected_rows);
 
 void quantize_op(at::Tensor& q, at::Tensor& scale, const at::Tensor& x, const std::optional<at::Tensor>& static_scale,
                  bool pow2_scale);

@@ -496,7 +496,7 @@ std::string sort_rows_by_group(GemmArgs& src, const Workspace& ws, cudaStream_t 
 std::string launch_grouped(const GemmArgs& args, const Workspace& workspace, cudaStream_t stream, int sms) {
   if (std::string err = grouped_args_error(args); !err.empty()) return err;
   const int64_t m = args.m, n = args.n, k = args.k, groups = args.num_groups;
-  const cuda::GroupedPlan plan = cuda::choose_grouped_plan(m, n, k, groups, sms);
+  const cuda::GroupedPlan plan = cuda::choose_grouped_plan(m, n, k, groups, sms, args.expected_group_rows);
   const TileConfig cfg = cuda::grouped_tile_config(plan.config);
   if (!cuda::grouped_fits_int32(m, n, groups, cfg.block_m, plan.sched.n_blocks)) {
     return "gemm (CUDA): the grouped problem is too large for the kernel's 32-bit schedule (m " + std::to_string(m) +

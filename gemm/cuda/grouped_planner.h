@@ -72,8 +72,10 @@ inline GroupedPlan grouped_plan(int config, int64_t m, int64_t n, int64_t k, int
   return p;
 }
 
-inline GroupedPlan choose_grouped_plan(int64_t m, int64_t n, int64_t k, int64_t groups, int sms) {
-  const int64_t rows_per_group = cdiv(m, groups);
+// expected_rows: the caller's hint of a group's rows (GemmArgs::expected_group_rows; 0: m / groups).
+inline GroupedPlan choose_grouped_plan(int64_t m, int64_t n, int64_t k, int64_t groups, int sms,
+                                       int64_t expected_rows = 0) {
+  const int64_t rows_per_group = expected_rows > 0 ? expected_rows : cdiv(m, groups);
   int config = rows_per_group <= kGroupedSmallRows ? kGroupedSmallConfig
                : rows_per_group >= kGroupedLargeRows && k >= kGroupedLargeMinK ? kGroupedLargeConfig
                                                                                 : kGroupedMidConfig;

@@ -18,7 +18,7 @@ class Grouped:
         self.lib.tune_gemm.argtypes = [ctypes.POINTER(GemmArgs), ALLOC, ctypes.c_void_p, ctypes.c_void_p,
                                        ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
 
-    def __call__(self, a, w, a_s, w_s, out, *, group_ends=None, row_group=None, group_rows=None):
+    def __call__(self, a, w, a_s, w_s, out, *, group_ends=None, row_group=None, group_rows=None, expected_rows=0):
         """out[rows of group g] = a[rows] @ dequant(w[g]).T; a [m, k], w [E, n, k], w_s [E, n/128, k/128],
         out [m, n] (masked layout: a, out viewed as [E * max_m, ...], group_rows [E])."""
         m, k = a.shape
@@ -28,7 +28,7 @@ class Grouped:
                         a_s.data_ptr(), *a_s.stride(), w_s.data_ptr(), w_s.stride(1), w_s.stride(2),
                         out.data_ptr(), *out.stride(), 0, 0, OUT_FORMATS[out.dtype], 0, 0,
                         groups, w.stride(0), w_s.stride(0), ptr(group_ends), ptr(row_group), ptr(group_rows),
-                        m // groups if group_rows is not None else 0)
+                        m // groups if group_rows is not None else 0, expected_rows)
         err = ctypes.create_string_buffer(512)
         stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
         try:

@@ -63,7 +63,7 @@ class GemmArgs(ctypes.Structure):  # mirrors gemm::GemmArgs (gemm/gemm_contract.
         ("a_scale_format", ctypes.c_int32), ("b_scale_format", ctypes.c_int32),
         ("num_groups", ctypes.c_int64), ("b_stride_group", ctypes.c_int64), ("b_scale_stride_group", ctypes.c_int64),
         ("group_ends", ctypes.c_void_p), ("row_group", ctypes.c_void_p), ("group_rows", ctypes.c_void_p),
-        ("group_row_stride", ctypes.c_int64)]
+        ("group_row_stride", ctypes.c_int64), ("expected_group_rows", ctypes.c_int64)]
 
 
 class QuantizeArgs(ctypes.Structure):  # mirrors gemm::QuantizeArgs (gemm/gemm_contract.h)

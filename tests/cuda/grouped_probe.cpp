@@ -206,10 +206,10 @@ std::vector<Routing> routings() {
 }
 
 int plan_mode() {
-  long long m, n, k, groups;
+  long long m, n, k, groups, expected_rows;
   int sms;
-  while (std::scanf("%lld %lld %lld %lld %d", &m, &n, &k, &groups, &sms) == 5) {
-    const GroupedPlan p = choose_grouped_plan(m, n, k, groups, sms);
+  while (std::scanf("%lld %lld %lld %lld %d %lld", &m, &n, &k, &groups, &sms, &expected_rows) == 6) {
+    const GroupedPlan p = choose_grouped_plan(m, n, k, groups, sms, expected_rows);
     std::printf("%lld %lld %d %d %d %d %d %d\n", m, groups, p.config, kTileConfigs[p.config].block_m, p.grid,
                 p.pairs ? 1 : 0, p.b_evict_first ? 1 : 0, p.claims ? 1 : 0);
     if (!is_grouped_config(p.config)) std::printf("FAIL config %d has no grouped instantiation\n", p.config);

@@ -32,8 +32,8 @@ def test_schedule_stores_every_group_row_once(probe):
     assert run.returncode == 0 and " 0 failures" in run.stdout, run.stdout[-4000:] + run.stderr[-2000:]
 
 
-def grouped_plans(probe, shapes):
-    text = "\n".join(f"{m} {n} {k} {e} {H200_SMS}" for m, n, k, e in shapes)
+def grouped_plans(probe, shapes, expected_rows=0):
+    text = "\n".join(f"{m} {n} {k} {e} {H200_SMS} {expected_rows}" for m, n, k, e in shapes)
     out = subprocess.run([str(probe), "--plan"], input=text, capture_output=True, text=True, check=True).stdout
     assert "FAIL" not in out, out
     return [tuple(int(v) for v in line.split()) for line in out.strip().splitlines()]
@@ -50,6 +50,17 @@ def test_decode_plans_use_64_row_tiles(probe):
             assert block_m == 64 and evict_first == 1, (m, k)
         else:
             assert block_m >= 128 and evict_first == 0, (m, k)
+
+
+@pytest.mark.kernels_ci
+def test_expected_rows_hint_picks_the_tiles(probe):
+    """The masked layout's rows / E is max_m: 256 plans 128+-row tiles, unless the caller's expected_m says
+    a decode batch (2 rows an expert) or prefill (1024)."""
+    masked = [(256 * 256, 4096, 7168, 256)]
+    (plain,) = grouped_plans(probe, masked)
+    (decode,) = grouped_plans(probe, masked, expected_rows=2)
+    (prefill,) = grouped_plans(probe, masked, expected_rows=1024)
+    assert plain[3] == 128 and decode[3] == 64 and decode[6] == 1 and prefill[3] == 192
 
 
 @pytest.mark.kernels_ci

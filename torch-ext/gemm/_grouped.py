@@ -137,6 +137,7 @@ def grouped_gemm(
     masked_m: Optional[torch.Tensor] = None,
     out: Optional[torch.Tensor] = None,
     out_dtype: Optional[torch.dtype] = None,
+    expected_m: Optional[int] = None,
 ) -> torch.Tensor:
     """Grouped `(a * a_scale) @ (b[e] * b_scale[e]).T` on FP8 inputs, routed by exactly one of:
 
@@ -149,6 +150,9 @@ def grouped_gemm(
     b [E, N, K] FP8; b_scale [E, ceil(N/128), ceil(K/128)]; scales float32 or float8_e8m0fnu (uint8 is
     viewed as UE8M0). out_dtype bf16 (default), fp16 or fp32. Returns `out` (fresh when not given:
     unwritten rows then hold whatever the allocator left there).
+    expected_m: the rows an expert typically holds (DeepGEMM's `expected_m`, e.g. tokens x top-k / E), a
+    hint for the tile choice that never changes the result; default rows / E, which for the masked
+    layout is max_m, the right guess for prefill but not for decode batches of a few rows per expert.
     """
     who = "grouped_gemm"
     given = [name for name, t in (("offsets", offsets), ("expert_ids", expert_ids), ("masked_m", masked_m)) if t is not None]
@@ -172,6 +176,11 @@ def grouped_gemm(
         )
     if out_dtype is not None:
         check_out_dtype(who, "out_dtype", out_dtype)
+    if expected_m is not None:
+        if isinstance(expected_m, bool) or not isinstance(expected_m, (int, torch.SymInt)):
+            raise TypeError(f"{who}: expected_m must be an int, got {type(expected_m).__name__}")
+        if expected_m < 1:
+            raise ValueError(f"{who}: expected_m must be >= 1, got {expected_m}")
     result_shape = (*a.shape[:-1], n)
     if out is None:
         out = torch.empty(result_shape, dtype=out_dtype or torch.bfloat16, device=a.device)
@@ -193,12 +202,12 @@ def grouped_gemm(
         group_rows = masked_m.to(torch.int32)
     out_2d = out if out.dim() == 2 else merge_leading_dims(who, out)
     ops.grouped_gemm(out_2d, a.reshape(-1, a.shape[-1]), b, a_scale.reshape(-1, a_scale.shape[-1]), b_scale,
-                     ends, row_group, group_rows)  # fmt: skip
+                     ends, row_group, group_rows, expected_m or 0)  # fmt: skip
     return out
 
 
 @torch.library.register_fake(add_op_namespace_prefix("grouped_gemm"))
-def _grouped_gemm_fake(out, a, b, a_scale, b_scale, group_ends, row_group, group_rows=None) -> None:
+def _grouped_gemm_fake(out, a, b, a_scale, b_scale, group_ends, row_group, group_rows=None, expected_rows=0) -> None:
     # The op only writes into `out`, whose metadata the caller fixed.
     check_devices("grouped_gemm", "a", a, b=b, a_scale=a_scale, b_scale=b_scale, group_ends=group_ends,
                   row_group=row_group, group_rows=group_rows, out=out)  # fmt: skip
