@@ -325,7 +325,7 @@ class FakeKernel:
 
     @classmethod
     def grouped_gemm(cls, a, b, a_scale, b_scale, offsets=None, expert_ids=None, masked_m=None, out=None,
-                     out_dtype=None):
+                     out_dtype=None, expected_m=None):
         assert (offsets is None) != (masked_m is None) and expert_ids is None
         out = torch.zeros(*a.shape[:-1], b.shape[1], dtype=out_dtype or torch.bfloat16)
         if masked_m is not None:
