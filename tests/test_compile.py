@@ -174,14 +174,15 @@ def test_compile_moe_without_recompiling(kernel, device, entry):
 
 
 @pytest.mark.kernels_ci
-def test_compile_grouped_gemm_masked(kernel, device):
+@pytest.mark.parametrize("expected_m", [None, 2])
+def test_compile_grouped_gemm_masked(kernel, device, expected_m):
     fp8 = fp8_dtypes_for(device)[0]
     b, b_scale = make_moe_weights(4, 192, 256, device=device, fp8_dtype=fp8, seed=5)
     compiled = torch.compile(kernel.grouped_gemm, backend="aot_eager", fullgraph=True, dynamic=True)
     a, a_scale = reference_quantize_activation(torch.randn(4 * 9, 256, device=device) * 4, fp8)
     masked_m = torch.tensor([9, 0, 4, 2], dtype=torch.int32, device=device)
     out = torch.full((4, 9, 192), float("nan"), device=device)
-    compiled(a.view(4, 9, 256), b, a_scale.view(4, 9, 2), b_scale, masked_m=masked_m, out=out)
+    compiled(a.view(4, 9, 256), b, a_scale.view(4, 9, 2), b_scale, masked_m=masked_m, out=out, expected_m=expected_m)
     eager = torch.full_like(out, float("nan"))
     kernel.grouped_gemm(a.view(4, 9, 256), b, a_scale.view(4, 9, 2), b_scale, masked_m=masked_m, out=eager)
     assert torch.equal(out.nan_to_num(7.0), eager.nan_to_num(7.0))
