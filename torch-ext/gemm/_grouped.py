@@ -8,6 +8,7 @@ checked on the host without a synchronization: the CPU backend checks them; GPU 
 segment to [0, M) and never read or write outside it, so bad routing gives wrong rows, never a fault.
 """
 
+import numbers
 from typing import Optional, Sequence
 
 import torch
@@ -177,7 +178,7 @@ def grouped_gemm(
     if out_dtype is not None:
         check_out_dtype(who, "out_dtype", out_dtype)
     if expected_m is not None:
-        if isinstance(expected_m, bool) or not isinstance(expected_m, (int, torch.SymInt)):
+        if isinstance(expected_m, bool) or not isinstance(expected_m, (numbers.Integral, torch.SymInt)):
             raise TypeError(f"{who}: expected_m must be an int, got {type(expected_m).__name__}")
         if expected_m < 1:
             raise ValueError(f"{who}: expected_m must be >= 1, got {expected_m}")
