@@ -23,11 +23,13 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import tune  # noqa: E402
+from tune import NVCC_FLAGS, SHIM_SOURCES  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[2]
 KERNEL = "gemm/cuda/gemm_kernel.cuh"
 LAUNCHER = "gemm/cuda/gemm_launcher.cu"
-SHIM_SOURCES = ["scripts/cuda/tune_shim.cu", LAUNCHER, "gemm/cuda/quantize_launcher.cu"]
-NVCC_FLAGS = ["-std=c++17", "-O3", "-shared", "-Xcompiler", "-fPIC", "-gencode=arch=compute_90a,code=sm_90a"]
 MAX_CTAS = 1024  # CTAs past this are not traced
 
 # Stamp names in slot order, and where each is written: (anchor text in gemm_kernel.cuh, its replacement).
@@ -142,7 +144,7 @@ def quantiles(values):
     return v[0], v[len(v) // 2], v[-1]
 
 
-def trace_shape(tune, traced, plain, m, n, k, runs):
+def trace_shape(traced, plain, m, n, k, runs):
     import torch
     a, b, a_s, b_s = tune.make(m, n, k)
     a_s = a_s.t().contiguous().t()  # M-major, as the benchmark gives it
@@ -199,15 +201,13 @@ def main() -> int:
     ap.add_argument("--build-dir", default="/tmp/gemm_trace", help="the traced copy and both shims")
     ap.add_argument("--runs", type=int, default=9, help="traced launches per shape")
     args = ap.parse_args()
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import tune
     build_dir = Path(args.build_dir)
     build_dir.mkdir(parents=True, exist_ok=True)
     traced_lib, plain_lib = build_both(build_dir)
     traced, plain = tune.Backend(str(traced_lib)), tune.Backend(str(plain_lib))
     for spec in args.shapes:
         m, n, k = (int(v) for v in spec.split(","))
-        trace_shape(tune, traced, plain, m, n, k, args.runs)
+        trace_shape(traced, plain, m, n, k, args.runs)
     return 0
 
 

@@ -46,6 +46,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository r
 from benchmarks.shapes import CHALLENGE as CH, DEEPSEEK_V3 as DS, LARGE_SQUARE as BIG  # noqa: E402
 from benchmarks.shapes import DEEPSEEK_V3_DECODE_MS as DS_DECODE_MS, DEEPSEEK_V3_NK as DS_NK, mnk_grid  # noqa: E402
 
+# The shim this harness drives, as the tests and scripts/cuda/trace_ctas.py build it (paths from the root).
+SHIM_SOURCES = ["scripts/cuda/tune_shim.cu", "gemm/cuda/gemm_launcher.cu", "gemm/cuda/quantize_launcher.cu"]
+NVCC_FLAGS = ["-std=c++17", "-O3", "-shared", "-Xcompiler", "-fPIC", "-gencode=arch=compute_90a,code=sm_90a"]
 SCALE_BLOCK = 128
 FLUSH_BYTES = 256 * 1024 * 1024
 OUT_FORMATS = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2}

@@ -21,8 +21,6 @@ from _helpers import REPO_ROOT
 HAS_SM90 = (
     torch.cuda.is_available() and torch.version.hip is None and torch.cuda.get_device_capability()[0] == 9
 )
-SHIM_SOURCES = ["scripts/cuda/tune_shim.cu", "gemm/cuda/gemm_launcher.cu", "gemm/cuda/quantize_launcher.cu"]
-NVCC_FLAGS = ["-std=c++17", "-O3", "-shared", "-Xcompiler", "-fPIC", "-gencode=arch=compute_90a,code=sm_90a"]
 
 
 def load_tune():
@@ -41,7 +39,8 @@ def shim_path(build_dir: Path) -> Path:
     if nvcc is None:
         raise FileNotFoundError("nvcc not found: set GEMM_CUDA_SHIM to a built shim (see scripts/cuda/validate.sh)")
     out = build_dir / "libtune.so"
-    subprocess.run([nvcc, *NVCC_FLAGS, "-o", str(out), *SHIM_SOURCES], cwd=REPO_ROOT, check=True,
+    tune = load_tune()
+    subprocess.run([nvcc, *tune.NVCC_FLAGS, "-o", str(out), *tune.SHIM_SOURCES], cwd=REPO_ROOT, check=True,
                    capture_output=True, text=True)
     return out
 
