@@ -81,42 +81,50 @@ def _short(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}".replace("\n", " ")[:ERROR_CHARS]
 
 
-def run_row(peer, problem, timer, host_time=False) -> dict:
-    """Prepare, check, then (only if correct) time one peer on one problem: call time, and on a GPU kernel
-    time and (with host_time) the host's share of a call."""
+def checked_row(peer, problem, timer) -> tuple[dict, object]:
+    """Prepare and check one peer on one problem: its row so far, and its call where the output is correct
+    (None otherwise: the row says why)."""
     row = {"peer": peer.name, "status": STATUS_ERROR}
     reason = peer.unsupported(problem.shape)
     if reason:
         row["status"], row["error"] = STATUS_UNSUPPORTED, reason
-        return row
+        return row, None
     try:
         call, info = peer.prepare(problem, timer, check)
         row.update(info)
         result = check(peer.checked(call(), problem), peer.reference(problem))
     except Exception as exc:
         row["error"] = _short(exc)
-        return row
+        return row, None
     row["check"] = result.as_dict()
     row["rel_err"] = result.rel_err
     if not result.ok:
         row["status"], row["error"] = STATUS_WRONG, result.reason
-        return row
+        return row, None
+    return row, call
+
+
+def time_rows(rows: dict, calls: dict, timer, rng, host_time=False) -> None:
+    """Times the checked peers of one problem side by side (timing.py): call time, and on a GPU kernel time
+    and (with host_time) the host's share of a call, into their rows (peer name -> row, call)."""
     started = time.time()
-    try:
-        row["timing"] = timer.time(call).as_dict()
-    except Exception as exc:
-        row["error"] = _short(exc)
-        return row
-    row["status"] = STATUS_OK
-    if timer.is_gpu:
-        try:
-            row["kernel_timing"] = timer.kernel_time(call).as_dict()
-        except Exception as exc:  # e.g. a peer that synchronizes inside the call cannot be captured
-            row["kernel_error"] = _short(exc)
-        row["timed_s"] = [started, time.time()]  # host epoch seconds: the GPU telemetry's samples of this row
+    for name, stats in timer.time_side_by_side(calls, rng).items():
+        if isinstance(stats, Exception):
+            rows[name]["error"] = _short(stats)
+        else:
+            rows[name]["timing"], rows[name]["status"] = stats.as_dict(), STATUS_OK
+    timed = {name: call for name, call in calls.items() if rows[name]["status"] == STATUS_OK}
+    if not timer.is_gpu:
+        return
+    for name, stats in timer.kernel_time_side_by_side(timed, rng).items():
+        if isinstance(stats, Exception):
+            rows[name]["kernel_error"] = _short(stats)
+        else:
+            rows[name]["kernel_timing"] = stats.as_dict()
+    for name, call in timed.items():
+        rows[name]["timed_s"] = [started, time.time()]  # host epoch seconds: the GPU telemetry's samples
         if host_time:
-            row["host_us"] = timer.host_time(call)
-    return row
+            rows[name]["host_us"] = timer.host_time(call)
 
 
 def _runs(peer, shape) -> bool:
@@ -298,6 +306,7 @@ def main(argv=None, extra_peers=()):
     timer = Timer(device, args.iters or DEFAULT_ITERS[kind],
                   DEFAULT_WARMUP[kind] if args.warmup is None else args.warmup, cold=not args.warm, e2e=args.e2e)
     fp8 = _fp8_dtype(device)
+    order = random.Random(seed)  # the peers' turns in side-by-side timing
 
     unavailable = {id(p): p.unavailable(device) for p in peers}
     kinds = {s.kind for shapes in sets.values() for s in shapes}
@@ -330,14 +339,20 @@ def main(argv=None, extra_peers=()):
             for position, shape in enumerate(shapes):
                 problem = make_problem(shape, device, fp8, seed + index)
                 index += 1
+                rows, calls = {}, {}
                 for peer in (p for p in active if _runs(p, shape)):
-                    # Host time barely depends on the shape: measured on each set's first shape only.
-                    row = {"set": set_name, "shape": shape.label, "kind": shape.kind, "m": shape.m, "n": shape.n,
-                           "k": shape.k, "layout": shape.layout, "flops": problem.flops, "bytes": problem.bytes,
-                           **shape_info(shape), **run_row(peer, problem, timer, host_time=position == 0)}
+                    row, call = checked_row(peer, problem, timer)
+                    rows[peer.name] = {"set": set_name, "shape": shape.label, "kind": shape.kind, "m": shape.m,
+                                       "n": shape.n, "k": shape.k, "layout": shape.layout, "flops": problem.flops,
+                                       "bytes": problem.bytes, **shape_info(shape), **row}
+                    if call is not None:
+                        calls[peer.name] = call
+                # Host time barely depends on the shape: measured on each set's first shape only.
+                time_rows(rows, calls, timer, order, host_time=position == 0)
+                for row in rows.values():
                     results["rows"].append(row)
-                    progress.step(f"{shape.label} {peer.name} {row['status']}")
-                del problem
+                    progress.step(f"{shape.label} {row['peer']} {row['status']}")
+                del problem, calls
                 if device.type == "cuda" and shape.kind != KIND_GEMM:
                     torch.cuda.empty_cache()  # experts' weights are GBs; the next shape's differ in size
     except KeyboardInterrupt:

@@ -6,6 +6,10 @@ iterations, outside the timed region, so every call starts with cold caches. CPU
 around the synchronous call, a buffer twice the last-level cache read and written between calls.
 Kernel time (GPU only): the call captured once in a CUDA graph, each replay timed with CUDA events, the
 L2 flushed between replays: the GPU time of the kernels the call launches, without the host's share.
+Side by side (the peers of one shape): each peer warmed up, then the peers take turns in ROUNDS rounds,
+in a fresh random order each round, so that a drift of the device's state during a shape (a GPU's clock
+coming back up after a power-capped shape before it) falls on every peer alike, not on whichever peer
+runs first.
 Host time (GPU only): host clock over back-to-back calls queued behind a GPU sleep, divided by the count.
 Reported: median, p10/p90 and the coefficient of variation of the iterations."""
 import ctypes
@@ -38,6 +42,8 @@ CPU_CEILINGS_SOURCE = Path(__file__).with_name("cpu_ceilings.c")
 HOST_CALLS = 50
 HOST_REPEATS = 5
 HOST_SLEEP_CYCLES = 100_000_000
+# Side-by-side rounds per shape (each peer's iterations split evenly over them).
+ROUNDS = 5
 # Rows whose iterations spread more than this (stdev / mean) are flagged as noisy.
 NOISY_CV = 0.10
 
@@ -108,14 +114,16 @@ class Timer:
             clock = "host clock around call + synchronize (e2e)" if self.e2e else "CUDA events"
         cache = f"cold cache ({self.flush.numel() >> 20} MiB {'written' if self.is_gpu else 'read and written'} " \
                 "between calls)" if self.cold else "warm cache"
-        return f"{clock}, {cache}, {self.warmup} warm-up, median/p10/p90/CV of {self.iters}"
+        return (f"{clock}, {cache}, {self.warmup} warm-up, median/p10/p90/CV of {self.iters}, "
+                f"a shape's peers side by side in {min(ROUNDS, self.iters)} shuffled rounds")
 
     @property
     def kernel_method(self) -> str:
         if not self.is_gpu:
             return "none on a CPU (the call is the kernel)"
         return (f"the call captured in a CUDA graph, each of {self.iters} replays timed with CUDA events, "
-                f"{'L2 flushed between replays' if self.cold else 'warm L2'}; median")
+                f"{'L2 flushed between replays' if self.cold else 'warm L2'}, peers side by side as for call "
+                "time; median")
 
     def _sync(self):
         if self.is_gpu:
@@ -129,34 +137,82 @@ class Timer:
             else:
                 self.flush.add_(1)
 
-    def time(self, fn, iters=None, warmup=None) -> Stats:
-        iters = iters or self.iters
-        for _ in range(self.warmup if warmup is None else warmup):
+    def _event_samples(self, fn, n) -> list:
+        """n calls of fn, each after a flush, timed with CUDA events (µs)."""
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        for s, e in zip(starts, ends):
+            self._evict()  # queued before the start event: the flush is outside the timed region
+            s.record()
             fn()
+            e.record()
         self._sync()
+        return [s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends)]
+
+    def _call_samples(self, fn, n) -> list:
+        """n calls of fn, each after a flush: CUDA events, or the host clock around call + synchronize."""
         if self.is_gpu and not self.e2e:
-            starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
-            ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
-            for s, e in zip(starts, ends):
-                self._evict()  # queued before the start event: the flush is outside the timed region
-                s.record()
-                fn()
-                e.record()
-            self._sync()
-            return _stats([s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends)])
+            return self._event_samples(fn, n)
         times = []
-        for _ in range(iters):
+        for _ in range(n):
             self._evict()
             self._sync()
             t0 = time.perf_counter()
             fn()
             self._sync()
             times.append((time.perf_counter() - t0) * 1e6)
-        return _stats(times)
+        return times
 
-    def kernel_time(self, fn, iters=None) -> Stats:
-        """GPU time of the kernels `fn` launches: `fn` captured once in a CUDA graph, replays timed."""
-        iters = iters or self.iters
+    def _warm(self, fn, count=None):
+        for _ in range(self.warmup if count is None else count):
+            fn()
+        self._sync()
+
+    def time(self, fn, iters=None, warmup=None) -> Stats:
+        """Call time of fn alone (ceilings, a peer's own tuning)."""
+        self._warm(fn, warmup)
+        return _stats(self._call_samples(fn, iters or self.iters))
+
+    def _side_by_side(self, fns: dict, sample, rng) -> dict:
+        """Each of `fns` (name -> callable) warmed up, then sampled in turns (see the module docstring):
+        name -> Stats of its self.iters samples, or the exception its calls raised."""
+        out, samples = {}, {name: [] for name in fns}
+        for name, fn in fns.items():
+            try:
+                self._warm(fn)
+            except Exception as exc:
+                out[name] = exc
+        rounds = min(ROUNDS, self.iters)
+        per_round = -(-self.iters // rounds)
+        for _ in range(rounds):
+            live = [name for name in fns if name not in out]
+            for name in rng.sample(live, len(live)):
+                try:
+                    fns[name]()  # untimed: its own state back after the other peers' calls
+                    samples[name] += sample(fns[name], per_round)
+                except Exception as exc:
+                    out[name] = exc
+        return {name: out.get(name) or _stats(samples[name][:self.iters]) for name in fns}
+
+    def time_side_by_side(self, fns: dict, rng) -> dict:
+        """Call time of each of `fns`, side by side: name -> Stats, or the exception its calls raised."""
+        return self._side_by_side(fns, self._call_samples, rng)
+
+    def kernel_time_side_by_side(self, fns: dict, rng) -> dict:
+        """GPU time of the kernels each of `fns` launches: each captured once in a CUDA graph, the replays
+        timed side by side. name -> Stats, or the exception its capture or replays raised."""
+        graphs, failed = {}, {}
+        for name, fn in fns.items():
+            try:
+                graphs[name] = self._capture(fn)
+            except Exception as exc:  # e.g. a peer that synchronizes inside the call cannot be captured
+                failed[name] = exc
+        timed = self._side_by_side({name: g.replay for name, g in graphs.items()}, self._event_samples, rng)
+        for g in graphs.values():
+            g.reset()
+        return {name: failed.get(name) or timed[name] for name in fns}
+
+    def _capture(self, fn) -> torch.cuda.CUDAGraph:
         side = torch.cuda.Stream(self.device)
         side.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(side):  # first call outside the capture (lazy set-up, allocator pools)
@@ -165,19 +221,7 @@ class Timer:
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             fn()
-        for _ in range(self.warmup):
-            graph.replay()
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
-        for s, e in zip(starts, ends):
-            self._evict()
-            s.record()
-            graph.replay()
-            e.record()
-        self._sync()
-        times = [s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends)]
-        graph.reset()
-        return _stats(times)
+        return graph
 
     def host_time(self, fn) -> float:
         """Host µs a call takes (argument checks, plan lookup, descriptor encoding, launch), GPU work excluded:

@@ -215,6 +215,39 @@ def _synthetic_gpu_results():
 
 
 @pytest.mark.kernels_ci
+def test_peers_of_a_shape_are_timed_side_by_side():
+    """A drift of the device's state during a shape (a clock coming back up after a heavy shape) must fall
+    on every peer alike: the peers take turns, in a shuffled order per round, each with its full count of
+    samples; a peer whose calls raise fails alone."""
+    import random
+
+    from benchmarks.timing import ROUNDS, Timer
+
+    timer = Timer(torch.device("cpu"), iters=12, warmup=1, cold=False, e2e=False)
+    calls = []
+
+    def broken():
+        calls.append("broken")
+        raise RuntimeError("boom")
+
+    fns = {name: (lambda name=name: calls.append(name)) for name in ("a", "b", "c")}
+    stats = timer.time_side_by_side({**fns, "broken": broken}, random.Random(0))
+    assert isinstance(stats["broken"], RuntimeError) and calls.count("broken") == 1
+    assert all(stats[name].iters == 12 for name in fns)
+    # After the warm-up (one call each), ROUNDS rounds; in each, every peer's turn is one untimed call and
+    # its share of the samples, and the peers' order is not the same every round.
+    turn = 1 + -(-12 // ROUNDS)
+    timed = calls[4:]
+    assert len(timed) == ROUNDS * 3 * turn
+    orders = []
+    for r in range(ROUNDS):
+        block = timed[r * 3 * turn:(r + 1) * 3 * turn]
+        order = block[::turn]
+        assert sorted(order) == ["a", "b", "c"] and block == [name for name in order for _ in range(turn)]
+        orders.append(tuple(order))
+    assert len(set(orders)) > 1
+
+
 def test_report_gives_call_and_kernel_time_per_peer_and_set():
     from benchmarks import report
 
