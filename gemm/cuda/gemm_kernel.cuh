@@ -81,16 +81,6 @@ struct StepScales {
   float b[kMaxScaleBlocks];
 };
 
-// TMA fills the rows of a box that lie past the tensor's end more slowly than it loads rows inside it.
-// A tile that runs past the last row therefore loads the box that ends there, box_shift() rows before
-// the tile, and the math reads the stage that many rows further on; the rows it reads past the stage's
-// buffer (the next buffer's bytes) only feed output rows or columns that are never stored. The shift
-// keeps whole swizzle atoms and at most `max_shift` rows, and a box never starts before row 0.
-__device__ __forceinline__ int64_t box_shift(int64_t row0, int64_t rows, int box_rows, int max_shift) {
-  const int64_t over = row0 + box_rows - rows;
-  return over > 0 && over <= row0 && over <= max_shift && over % hopper::kSwizzleAtomRows == 0 ? over : 0;
-}
-
 // acc += tmp * (As[row] * Bs[block of col]) for a tile whose first B scale block boundary is at
 // tile-local column kBoundary (>= the tile width: none): quads left of it take b[0], the next
 // kScaleBlockN columns b[1], the rest b[2]. A quad's 8 columns never straddle a boundary (tile starts
@@ -197,12 +187,6 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
                     kARowsPerCta * kBlockK % hopper::kSwizzleAtomBytes == 0,
                 "cluster A slices");
   constexpr uint16_t kClusterMask = (1u << kClusterN) - 1;
-  // box_shift() bounds: the last stage's A rows run on into the B ring, its B rows into the epilogue's
-  // staging. Grouped A tiles are not moved: rows past a segment are the next segment's, inside A.
-  constexpr int kMaxAShift = kGrouped ? 0 : kBlockM - hopper::kSwizzleAtomRows;
-  constexpr int kMaxBShift = kBlockN - hopper::kSwizzleAtomRows < staging_bytes(kCfg) / kBlockK
-                                 ? kBlockN - hopper::kSwizzleAtomRows
-                                 : staging_bytes(kCfg) / kBlockK;
 
   extern __shared__ uint8_t smem_raw[];
   // The 128B swizzle pattern is a function of address bits [4,10): tiles start 1024-aligned.
@@ -342,11 +326,9 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
       RingPos<kStages> pos;
       ClaimWalk claim;
       for (int unit = 0; next_unit(unit, w, claim, true); ++unit) {
-        const int64_t tile_row0 = unit_row0<kBlockM>(w);
-        const int64_t n0 = (w.n_blk * kClusterN + cta_rank) * kBlockN;
-        const int32_t a_row = static_cast<int32_t>(tile_row0 - box_shift(tile_row0, p.m, kBlockM, kMaxAShift));
-        const int32_t a_scale_row = a_scale_box_row(kCfg, tile_row0);
-        const int32_t b_row = static_cast<int32_t>(n0 - box_shift(n0, p.n, kBlockN, kMaxBShift) + unit_b_row0(w, p));
+        const int32_t a_row = static_cast<int32_t>(unit_row0<kBlockM>(w));
+        const int32_t a_scale_row = a_scale_box_row(kCfg, a_row);
+        const int32_t b_row = static_cast<int32_t>((w.n_blk * kClusterN + cta_rank) * kBlockN + unit_b_row0(w, p));
         // K block kb into the stage at `pos`.
         auto load_one = [&](int kb) {
           const int s = pos.stage;
@@ -526,12 +508,6 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
                                ? static_cast<int>(kScaleBlockN - n0 % kScaleBlockN)
                                : kBlockN;
       const int steps = (w.kb_end - w.kb_begin) * kStepsPerBlock;
-      // The stage's rows of this tile: where the producer's boxes put them (box_shift()). Broadcast from
-      // lane 0, as `warpgroup` is, to keep the descriptors in uniform registers.
-      const int a_shift = __shfl_sync(0xffffffffu, static_cast<int>(box_shift(tile_row0, p.m, kBlockM, kMaxAShift)), 0);
-      const int b_shift = __shfl_sync(0xffffffffu, static_cast<int>(box_shift(n0, p.n, kBlockN, kMaxBShift)), 0);
-      const uint64_t desc_a_unit = desc_a0 + (static_cast<uint64_t>(a_shift * kBlockK) >> hopper::kDescAddrShift);
-      const uint64_t desc_b_unit = desc_b0 + (static_cast<uint64_t>(b_shift * kBlockK) >> hopper::kDescAddrShift);
       if constexpr (kGrouped) {
         // A warpgroup whose rows all lie past its group's end (in a segment's last M tile) has nothing to
         // compute or store: it passes the stages on, in step with the ring, and its CTA claims its next
@@ -562,8 +538,8 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
           scales[kBuf].b[j] = smem_b_scales[s * kBScaleFloats + j];
         }
         const uint64_t k_offset = sub * kWgmmasPerStep * hopper::kDescKStep;
-        const uint64_t desc_a = desc_a_unit + s * kADescStageStep + slab * kADescSlabStep + k_offset;
-        const uint64_t desc_b = desc_b_unit + s * kBDescStageStep + k_offset;
+        const uint64_t desc_a = desc_a0 + s * kADescStageStep + slab * kADescSlabStep + k_offset;
+        const uint64_t desc_b = desc_b0 + s * kBDescStageStep + k_offset;
         if (sub == kStepsPerBlock - 1 && slab == kSlabs - 1) load_pos.advance();
         ptx::fence_regs(tmp[kBuf]);
         ptx::wgmma_fence();
