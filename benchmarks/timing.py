@@ -6,10 +6,11 @@ iterations, outside the timed region, so every call starts with cold caches. CPU
 around the synchronous call, a buffer twice the last-level cache read and written between calls.
 Kernel time (GPU only): the call captured once in a CUDA graph, each replay timed with CUDA events, the
 L2 flushed between replays: the GPU time of the kernels the call launches, without the host's share.
-Side by side (the peers of one shape): each peer warmed up, then the peers take turns in ROUNDS rounds,
-in a fresh random order each round, so that a drift of the device's state during a shape (a GPU's clock
-coming back up after a power-capped shape before it) falls on every peer alike, not on whichever peer
-runs first.
+Side by side (the peers of one shape): the peers take turns in ROUNDS rounds, in a fresh random order
+each round, so that a drift of the device's state during a shape (a GPU's clock coming back up after a
+power-capped shape before it) falls on every peer alike, not on whichever peer runs first. Each turn is
+a peer's warm-up calls and then its share of the iterations, as a peer timed alone: a call's host work
+right after another peer's is slower for a while, and at decode sizes the GPU waits for it.
 Host time (GPU only): host clock over back-to-back calls queued behind a GPU sleep, divided by the count.
 Reported: median, p10/p90 and the coefficient of variation of the iterations."""
 import ctypes
@@ -43,7 +44,7 @@ HOST_CALLS = 50
 HOST_REPEATS = 5
 HOST_SLEEP_CYCLES = 100_000_000
 # Side-by-side rounds per shape (each peer's iterations split evenly over them).
-ROUNDS = 5
+ROUNDS = 3
 # Rows whose iterations spread more than this (stdev / mean) are flagged as noisy.
 NOISY_CV = 0.10
 
@@ -174,21 +175,16 @@ class Timer:
         return _stats(self._call_samples(fn, iters or self.iters))
 
     def _side_by_side(self, fns: dict, sample, rng) -> dict:
-        """Each of `fns` (name -> callable) warmed up, then sampled in turns (see the module docstring):
+        """Each of `fns` (name -> callable) warmed up and sampled in turns (see the module docstring):
         name -> Stats of its self.iters samples, or the exception its calls raised."""
         out, samples = {}, {name: [] for name in fns}
-        for name, fn in fns.items():
-            try:
-                self._warm(fn)
-            except Exception as exc:
-                out[name] = exc
         rounds = min(ROUNDS, self.iters)
         per_round = -(-self.iters // rounds)
         for _ in range(rounds):
             live = [name for name in fns if name not in out]
             for name in rng.sample(live, len(live)):
                 try:
-                    fns[name]()  # untimed: its own state back after the other peers' calls
+                    self._warm(fns[name])
                     samples[name] += sample(fns[name], per_round)
                 except Exception as exc:
                     out[name] = exc
