@@ -92,6 +92,7 @@ def _last_level_cache_bytes() -> int:
 class Timer:
     def __init__(self, device: torch.device, iters: int, warmup: int, cold: bool, e2e: bool):
         self.device, self.iters, self.warmup, self.cold, self.e2e = device, iters, warmup, cold, e2e
+        self.rounds = min(ROUNDS, iters)  # side-by-side rounds: each has at least one iteration a peer
         self.is_gpu = device.type == "cuda"
         self.flush = None
         if cold:
@@ -116,7 +117,7 @@ class Timer:
         cache = f"cold cache ({self.flush.numel() >> 20} MiB {'written' if self.is_gpu else 'read and written'} " \
                 "between calls)" if self.cold else "warm cache"
         return (f"{clock}, {cache}, {self.warmup} warm-up, median/p10/p90/CV of {self.iters}, "
-                f"a shape's peers side by side in {min(ROUNDS, self.iters)} shuffled rounds")
+                f"a shape's peers side by side in {self.rounds} shuffled rounds")
 
     @property
     def kernel_method(self) -> str:
@@ -178,9 +179,8 @@ class Timer:
         """Each of `fns` (name -> callable) warmed up and sampled in turns (see the module docstring):
         name -> Stats of its self.iters samples, or the exception its calls raised."""
         out, samples = {}, {name: [] for name in fns}
-        rounds = min(ROUNDS, self.iters)
-        per_round = -(-self.iters // rounds)
-        for _ in range(rounds):
+        per_round = -(-self.iters // self.rounds)
+        for _ in range(self.rounds):
             live = [name for name in fns if name not in out]
             for name in rng.sample(live, len(live)):
                 try:
