@@ -1,6 +1,11 @@
 // FP8 E4M3 encodings the CPU backend decodes: 256-entry fp32 tables built at compile time (for
-// any layout), and an arithmetic vector decoder for contiguous bytes that the tests check against
-// the tables on every code.
+// any layout), and vector decoders for contiguous bytes that the tests check against the tables on
+// every code.
+//
+// The GEMM's B operand is decoded scaled by 2^-s, s = 15 - bias: an e4m3 code shifted into binary16's
+// fields is that binary16 value, so one shift and the hardware's fp16 -> fp32 conversion (F16C,
+// AVX-512) decode it. A is decoded scaled by 2^s, so every product, and every sum of products, is
+// the same fp32 number as with exact decodes (powers of two, far from overflow and underflow).
 //
 // Sources:
 //  - e4m3fn: OCP 8-bit Floating Point Specification (OFP8) rev 1.0, table 1: exponent bias 7,
@@ -64,9 +69,9 @@ constexpr float decode_e4m3(uint32_t code, E4M3Encoding enc) {
 
 using Fp8Table = std::array<float, kFp8Codes>;
 
-constexpr Fp8Table make_fp8_table(E4M3Encoding enc) {
+constexpr Fp8Table make_fp8_table(E4M3Encoding enc, float scale = 1.0f) {
   Fp8Table table{};
-  for (int code = 0; code < kFp8Codes; ++code) table[code] = decode_e4m3(code, enc);
+  for (int code = 0; code < kFp8Codes; ++code) table[code] = decode_e4m3(code, enc) * scale;
   return table;
 }
 
@@ -83,25 +88,40 @@ static_assert(kE4M3FNUZTable[0x80] != kE4M3FNUZTable[0x80], "e4m3fnuz 0x80 is Na
 
 // fp32 exponent bias (IEEE 754 binary32), needed by the vector decoder's rebias multiplier.
 constexpr int kFp32ExponentBias = 127;
+constexpr int kFp16ExponentBias = 15;  // IEEE 754 binary16
+constexpr int kFp16MantissaBits = 10;
+
+// s of the operand scaling (header): an e4m3 code's bits moved into binary16's fields read as the
+// code's value times 2^-s.
+constexpr int operand_shift(E4M3Encoding enc) { return kFp16ExponentBias - enc.exponent_bias; }
+
+inline constexpr Fp8Table kE4M3FNOperandTable =
+    make_fp8_table(kE4M3FNEncoding, exp2_int(-operand_shift(kE4M3FNEncoding)));
+inline constexpr Fp8Table kE4M3FNUZOperandTable =
+    make_fp8_table(kE4M3FNUZEncoding, exp2_int(-operand_shift(kE4M3FNUZEncoding)));
 
 struct Fp8Decoder {
   E4M3Encoding encoding;
-  const float* table;
-  // Multipliers of the vector decoder (decode_e4m3_vector), computed here at compile time.
-  float normal_rebias;   // 2^(127 - bias): fp8 fields placed in an fp32 -> their fp8 value
-  float subnormal_unit;  // 2^(1 - bias - 3): value of mantissa 1 with exponent field 0
+  const float* table;          // exact values
+  const float* operand_table;  // B operand values: exact * 2^-s
+  float other_operand_scale;   // 2^s: the A operand's factor when this format is B's
+  // Multipliers of the arithmetic vector decoder (decode_e4m3_vector), which yields B operand values.
+  float normal_rebias;   // 2^(127 - bias - s): fp8 fields placed in an fp32 -> their operand value
+  float subnormal_unit;  // 2^(1 - bias - 3 - s): operand value of mantissa 1 with exponent field 0
 
-  constexpr Fp8Decoder(E4M3Encoding enc, const float* decoded)
+  constexpr Fp8Decoder(E4M3Encoding enc, const float* decoded, const float* operand)
       : encoding(enc),
         table(decoded),
-        normal_rebias(exp2_int(kFp32ExponentBias - enc.exponent_bias)),
-        subnormal_unit(exp2_int(1 - enc.exponent_bias - kFp8MantissaBits)) {}
+        operand_table(operand),
+        other_operand_scale(exp2_int(operand_shift(enc))),
+        normal_rebias(exp2_int(kFp32ExponentBias - enc.exponent_bias - operand_shift(enc))),
+        subnormal_unit(exp2_int(1 - enc.exponent_bias - kFp8MantissaBits - operand_shift(enc))) {}
 };
 
 // nullptr for a format value outside the enum (the caller reports it).
 inline const Fp8Decoder* fp8_decoder(Fp8Format format) {
-  static constexpr Fp8Decoder kFN{kE4M3FNEncoding, kE4M3FNTable.data()};
-  static constexpr Fp8Decoder kFNUZ{kE4M3FNUZEncoding, kE4M3FNUZTable.data()};
+  static constexpr Fp8Decoder kFN{kE4M3FNEncoding, kE4M3FNTable.data(), kE4M3FNOperandTable.data()};
+  static constexpr Fp8Decoder kFNUZ{kE4M3FNUZEncoding, kE4M3FNUZTable.data(), kE4M3FNUZOperandTable.data()};
   switch (format) {
     case Fp8Format::kE4M3FN:
       return &kFN;
@@ -139,6 +159,23 @@ inline Float decode_e4m3_vector(Int code, const Fp8Decoder& decoder) {
                          ? magnitude == static_cast<int32_t>(kFp8MagnitudeMask)
                          : code == static_cast<int32_t>(kFp8SignBit);
   return (Float)((bits & ~is_nan) | (is_nan & kFp32QuietNaNBits));  // vector casts keep the bits
+}
+
+// e4m3 codes (0..255 in 16-bit lanes) -> the binary16 bit patterns that read as their B operand
+// values (operand scaling, header): the magnitude's fields moved up by 7 bits into fp16's, the sign
+// bit carried from bit 14 to bit 15 by adding it to itself; NaN codes become fp16's quiet NaN, which
+// converts to fp32's 0x7FC00000, the NaN the other decoders give.
+constexpr int kFp8ToFp16FieldShift = kFp16MantissaBits - kFp8MantissaBits;
+template <class Halves>
+inline Halves e4m3_fp16_fields(Halves codes, E4M3Encoding enc) {
+  constexpr int16_t kShiftedSignBit = kFp8SignBit << kFp8ToFp16FieldShift;
+  constexpr int16_t kFp16QuietNaN = 0x7E00;
+  const Halves shifted = codes << kFp8ToFp16FieldShift;
+  const Halves half = shifted + (shifted & kShiftedSignBit);
+  const Halves is_nan = enc.magnitude_all_ones_is_nan
+                            ? (codes & static_cast<int16_t>(kFp8MagnitudeMask)) == static_cast<int16_t>(kFp8MagnitudeMask)
+                            : codes == static_cast<int16_t>(kFp8SignBit);
+  return (half & ~is_nan) | (is_nan & kFp16QuietNaN);
 }
 
 // UE8M0 scale byte -> fp32: the byte is fp32's exponent field, except 0 (2^-127, an fp32 subnormal)
@@ -243,9 +280,7 @@ inline const Fp8Encoder* fp8_encoder(Fp8Format format) {
 // binary16 / bfloat16 -> fp32 on vectors of int32 lanes holding the 16-bit patterns, exact. fp16
 // subnormals come from an integer conversion (no fp32 denormal operand, as in decode_e4m3_vector);
 // inf and NaN keep their payload, as torch converts.
-constexpr int kFp16MantissaBits = 10;
 constexpr int32_t kFp16ExponentMask = 0x1F << kFp16MantissaBits;
-constexpr int kFp16ExponentBias = 15;
 constexpr int k16BitShift = 16;
 
 template <class Float, class Int>

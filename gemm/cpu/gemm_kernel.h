@@ -6,7 +6,8 @@
 //   acc[m, n]     = acc[m, n] + partial[m, n] * (As[m, kb] * Bs[n / 128, kb])    (fp32)
 // then acc is rounded once to the output format (bf16/fp16: round to nearest even, NaN kept).
 // As and Bs are read as they are stored (fp32, or UE8M0 bytes decoded to the same fp32 value), so
-// UE8M0 and fp32 powers of two give identical results.
+// UE8M0 and fp32 powers of two give identical results. A and B are decoded scaled by 2^s and 2^-s
+// (fp8_formats.h), which leaves every product, and so every partial, exactly as written.
 // The AVX-512 and AVX2 paths fuse each multiply-add (FMA); SSE2 and the portable path (other
 // architectures) may round twice.
 //
@@ -104,9 +105,20 @@ inline void transpose_square(Float* rows) {
   }
 }
 
-// decode_panel for rows contiguous in K (stride_k == 1): decodes kLanes x kLanes blocks
-// arithmetically, one row's kLanes codes per vector, and transposes them in registers into the
-// [k][row] panel layout. For rows adjacent in memory (stride_row == 1, an N-major B) the kLanes
+// kLanes contiguous codes of B as B operand values (fp8_formats.h, operand scaling): read as
+// binary16 and converted in hardware where the ISA has the conversion, else decoded arithmetically.
+template <class Isa>
+inline typename VectorTypes<Isa>::Float decode_operand_vector(const uint8_t* src, const Fp8Decoder& decoder) {
+  using V = VectorTypes<Isa>;
+  if constexpr (Isa::kConvertsFp16) {
+    return (typename V::Float)Isa::halves_to_floats(e4m3_fp16_fields(Isa::widen_bytes_to_halves(src), decoder.encoding));
+  } else {
+    return decode_e4m3_vector<typename V::Float>((typename V::Int)Isa::widen_bytes(src), decoder);
+  }
+}
+
+// decode_panel for rows contiguous in K (stride_k == 1): decodes kLanes x kLanes blocks, one row's
+// kLanes codes per vector, and transposes them in registers into the [k][row] panel layout. For rows adjacent in memory (stride_row == 1, an N-major B) the kLanes
 // codes of one k are already a panel row: no transpose. The ragged remainder goes through the
 // table.
 template <class Isa>
@@ -122,12 +134,11 @@ inline void decode_panel_vector(const uint8_t* src, int64_t stride_row, int64_t 
       if (k + kPrefetchKRows < k_remaining)
         __builtin_prefetch(src + (k + kPrefetchKRows) * stride_k);
       for (int64_t r0 = 0; r0 < vector_rows; r0 += kLanes) {
-        const typename V::Float values = decode_e4m3_vector<typename V::Float>(
-            (typename V::Int)Isa::widen_bytes(src + k * stride_k + r0), decoder);
+        const typename V::Float values = decode_operand_vector<Isa>(src + k * stride_k + r0, decoder);
         std::memcpy(dst + k * padded_rows + r0, &values, sizeof(values));
       }
     }
-    decode_panel(src, stride_row, stride_k, valid_rows, padded_rows, k_len, decoder.table, dst,
+    decode_panel(src, stride_row, stride_k, valid_rows, padded_rows, k_len, decoder.operand_table, dst,
                  vector_rows, k_len);
     return;
   }
@@ -137,8 +148,7 @@ inline void decode_panel_vector(const uint8_t* src, int64_t stride_row, int64_t 
       typename V::Float block[kLanes];
 #pragma GCC unroll 16
       for (int i = 0; i < kLanes; ++i) {
-        block[i] = decode_e4m3_vector<typename V::Float>(
-            (typename V::Int)Isa::widen_bytes(src + (r0 + i) * stride_row + k0), decoder);
+        block[i] = decode_operand_vector<Isa>(src + (r0 + i) * stride_row + k0, decoder);
       }
       transpose_square<typename V::Float, kLanes>(block);
 #pragma GCC unroll 16
@@ -146,7 +156,7 @@ inline void decode_panel_vector(const uint8_t* src, int64_t stride_row, int64_t 
         std::memcpy(dst + (k0 + t) * padded_rows + r0, &block[t], sizeof(block[t]));
     }
   }
-  decode_panel(src, stride_row, stride_k, valid_rows, padded_rows, k_len, decoder.table, dst,
+  decode_panel(src, stride_row, stride_k, valid_rows, padded_rows, k_len, decoder.operand_table, dst,
                vector_rows, vector_k);
 }
 
@@ -251,7 +261,7 @@ inline void run_task(const ChunkPlan& plan, int64_t task, float* scratch) {
         decode_panel_vector<Isa>(src, g.b_stride_n, g.b_stride_k, valid, Cfg::kNR, k_len,
                                  g.k - k_begin, *plan.b_decoder, dst);
       else
-        decode_panel(src, g.b_stride_n, g.b_stride_k, valid, Cfg::kNR, k_len, plan.b_decoder->table,
+        decode_panel(src, g.b_stride_n, g.b_stride_k, valid, Cfg::kNR, k_len, plan.b_decoder->operand_table,
                      dst);
     }
     const float b_scale_value = b_scale.at(n_begin / kScaleBlockN, kb);

@@ -60,7 +60,7 @@ using QuantizeRowsFn = void (*)(const QuantizeArgs&, const Fp8Encoder&, int64_t,
 
 #if defined(__x86_64__)
 GEMM_CPU_ISA_ENTRIES(IsaAvx512, avx512, __attribute__((target("avx512f,fma"))))
-GEMM_CPU_ISA_ENTRIES(IsaAvx2Fma, avx2, __attribute__((target("avx2,fma"))))
+GEMM_CPU_ISA_ENTRIES(IsaAvx2Fma, avx2, __attribute__((target("avx2,fma,f16c"))))
 GEMM_CPU_ISA_ENTRIES(IsaSse2, sse2, )
 #endif
 GEMM_CPU_ISA_ENTRIES(IsaPortable, portable, )
@@ -213,6 +213,10 @@ std::string gemm_launch(const GemmArgs& args, const Workspace& workspace, void* 
   auto* a_pack = reinterpret_cast<float*>(base);
   unsigned char* slots_base = base + a_pack_bytes;
 
+  // A operand values: A's exact values times B's factor (fp8_formats.h, operand scaling).
+  Fp8Table a_operand_table;
+  for (int code = 0; code < kFp8Codes; ++code)
+    a_operand_table[code] = a_decoder->table[code] * b_decoder->other_operand_scale;
   const auto* a_bytes = static_cast<const uint8_t*>(args.a);
   const int64_t* rows = row_index.empty() ? nullptr : row_index.data();
   for (const ChunkSchedule& chunk : chunks) {
@@ -240,7 +244,7 @@ std::string gemm_launch(const GemmArgs& args, const Workspace& workspace, void* 
             const uint8_t* src = a_bytes + k_begin * args.a_stride_k +
                                  (rows == nullptr ? tile.position * args.a_stride_m : 0);
             decode_panel(src, args.a_stride_m, args.a_stride_k, tile.rows, path->row_tile,
-                         std::min(kScaleBlockK, args.k - k_begin), a_decoder->table,
+                         std::min(kScaleBlockK, args.k - k_begin), a_operand_table.data(),
                          a_pack + item * kScaleBlockK * path->row_tile, 0, 0,
                          rows == nullptr ? nullptr : rows + tile.position);
           }

@@ -1,7 +1,8 @@
 // x86-64 vector-register facts the CPU micro-kernel is blocked for, and the per-ISA steps the
 // generic vector code needs written with intrinsics (byte / 16-bit -> int32 zero extension:
 // PMOVZXBD / PMOVZXWD, or PUNPCKLBW/PUNPCKLWD on SSE2; int32 -> byte narrowing: VPMOVDB, or
-// PACKSSDW + PACKUSWB; Intel Intrinsics Guide).
+// PACKSSDW + PACKUSWB; byte -> 16-bit zero extension and binary16 -> fp32: VPMOVZXBW and
+// VCVTPH2PS, from F16C on the AVX2 path; Intel Intrinsics Guide).
 //
 // Source: Intel 64 and IA-32 Architectures Software Developer's Manual, Vol. 1: §10.2 (SSE: 16
 // 128-bit XMM registers in 64-bit mode), §14.1 (AVX/AVX2: 16 256-bit YMM registers; FMA in §14.5),
@@ -29,6 +30,7 @@ struct IsaPortable {
   static constexpr const char* kName = "portable";
   static constexpr int kVectorBytes = 16;
   static constexpr int kVectorRegisters = 16;  // the fewest of SSE (16) and AArch64 NEON (32)
+  static constexpr bool kConvertsFp16 = false;  // binary16 -> fp32 in hardware (see IsaAvx2Fma)
   static bool supported() { return true; }
   typedef uint8_t Bytes __attribute__((vector_size(kVectorBytes / 4)));
   typedef int32_t Words __attribute__((vector_size(kVectorBytes)));
@@ -57,6 +59,7 @@ struct IsaSse2 {
   static constexpr int kVectorBytes = 16;
   static constexpr int kVectorRegisters = 16;
   using Words = __m128i;
+  static constexpr bool kConvertsFp16 = false;
   static bool supported() { return true; }  // part of x86-64
   // kVectorBytes / 4 bytes zero-extended to int32 lanes (GCC 12 lowers __builtin_convertvector
   // of bytes lane by lane, so this one step is written with the ISA's own instruction).
@@ -82,8 +85,18 @@ struct IsaAvx2Fma {
   static constexpr int kVectorBytes = 32;
   static constexpr int kVectorRegisters = 16;
   using Words = __m256i;
+  static constexpr bool kConvertsFp16 = true;
   static bool supported() {
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("f16c");
+  }
+  // One fp32 vector's worth of bytes zero-extended to 16-bit lanes, and binary16 lanes to fp32.
+  typedef int16_t Halves __attribute__((vector_size(kVectorBytes / 2)));
+  __attribute__((target("avx2"))) static Halves widen_bytes_to_halves(const uint8_t* src) {
+    return (Halves)_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src)));
+  }
+  __attribute__((target("avx2,f16c"))) static __m256 halves_to_floats(Halves halves) {
+    return _mm256_cvtph_ps((__m128i)halves);
   }
   __attribute__((target("avx2"))) static __m256i widen_bytes(const uint8_t* src) {
     return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src)));
@@ -105,7 +118,15 @@ struct IsaAvx512 {
   using Words = __m512i;
   // libgcc's check includes the OS saving the ZMM state (XGETBV), not only CPUID.
   static bool supported() { return __builtin_cpu_supports("avx512f"); }
+  static constexpr bool kConvertsFp16 = true;
   static constexpr __mmask16 kAllLanes = 0xFFFF;
+  typedef int16_t Halves __attribute__((vector_size(kVectorBytes / 2)));
+  __attribute__((target("avx512f"))) static Halves widen_bytes_to_halves(const uint8_t* src) {
+    return (Halves)_mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
+  }
+  __attribute__((target("avx512f"))) static __m512 halves_to_floats(Halves halves) {
+    return _mm512_cvtph_ps((__m256i)halves);
+  }
   __attribute__((target("avx512f"))) static __m512i widen_bytes(const uint8_t* src) {
     // The zero-masked form: the plain one trips -Wmaybe-uninitialized in GCC 12's own header.
     return _mm512_maskz_cvtepu8_epi32(kAllLanes,
