@@ -160,51 +160,80 @@ inline void decode_panel_vector(const uint8_t* src, int64_t stride_row, int64_t 
                vector_rows, vector_k);
 }
 
+// Strips of kNR columns one micro-kernel call covers: a row's partials are chains of dependent FMAs
+// (k ascending), so a tile of few rows runs several strips side by side to keep as many chains in
+// flight as a full tile has, in the accumulator registers its missing rows leave free.
+template <class Isa>
+constexpr int strips_side_by_side(int rows) {
+  constexpr int kStripsPerTask = static_cast<int>(kTileN / TileConfig<Isa>::kNR);
+  const int fit = TileConfig<Isa>::kMR / rows;
+  return fit < 1 ? 1 : fit > kStripsPerTask ? kStripsPerTask : fit;
+}
+
+// For each of kStrips strips (B panels kNR * kScaleBlockK floats apart, acc columns kNR apart):
 // partial = A_panel[k_len x kRows] * B_panel[k_len x kNR] in registers, then
 // acc[i][:] += partial[i][:] * row_scale[i].
-template <class Isa, int kRows>
+template <class Isa, int kRows, int kStrips>
 inline void micro_kernel(const float* a_panel, const float* b_panel, int64_t k_len, float* acc,
                          int64_t acc_stride, const float* row_scale) {
   using Cfg = TileConfig<Isa>;
   using Vec = typename VectorTypes<Isa>::Float;
-  Vec partial[kRows][kVectorsPerRow] = {};
+  constexpr int64_t kStripFloats = Cfg::kNR * kScaleBlockK;
+  Vec partial[kStrips][kRows][kVectorsPerRow] = {};
   for (int64_t k = 0; k < k_len; ++k) {
-    Vec b[kVectorsPerRow];
 #pragma GCC unroll 4
-    for (int v = 0; v < kVectorsPerRow; ++v)
-      std::memcpy(&b[v], b_panel + k * Cfg::kNR + v * Cfg::kLanes, sizeof(Vec));
+    for (int s = 0; s < kStrips; ++s) {
+      Vec b[kVectorsPerRow];
+#pragma GCC unroll 4
+      for (int v = 0; v < kVectorsPerRow; ++v)
+        std::memcpy(&b[v], b_panel + s * kStripFloats + k * Cfg::kNR + v * Cfg::kLanes, sizeof(Vec));
 #pragma GCC unroll 16
-    for (int i = 0; i < kRows; ++i) {
-      const float a = a_panel[k * Cfg::kMR + i];
+      for (int i = 0; i < kRows; ++i) {
+        const float a = a_panel[k * Cfg::kMR + i];
 #pragma GCC unroll 4
-      for (int v = 0; v < kVectorsPerRow; ++v) partial[i][v] += b[v] * a;
+        for (int v = 0; v < kVectorsPerRow; ++v) partial[s][i][v] += b[v] * a;
+      }
     }
   }
-#pragma GCC unroll 16
-  for (int i = 0; i < kRows; ++i) {
 #pragma GCC unroll 4
-    for (int v = 0; v < kVectorsPerRow; ++v) {
-      float* dst = acc + i * acc_stride + v * Cfg::kLanes;
-      Vec c;
-      std::memcpy(&c, dst, sizeof(Vec));
-      c += partial[i][v] * row_scale[i];
-      std::memcpy(dst, &c, sizeof(Vec));
+  for (int s = 0; s < kStrips; ++s) {
+#pragma GCC unroll 16
+    for (int i = 0; i < kRows; ++i) {
+#pragma GCC unroll 4
+      for (int v = 0; v < kVectorsPerRow; ++v) {
+        float* dst = acc + i * acc_stride + s * Cfg::kNR + v * Cfg::kLanes;
+        Vec c;
+        std::memcpy(&c, dst, sizeof(Vec));
+        c += partial[s][i][v] * row_scale[i];
+        std::memcpy(dst, &c, sizeof(Vec));
+      }
     }
   }
 }
 
-// Picks the micro-kernel instantiation for a (possibly partial) row tile.
+// One row tile (possibly partial) against `strips` strips: the micro-kernel instantiation for its
+// rows, strips_side_by_side of them per call while that many are left.
 template <class Isa, int kRows = TileConfig<Isa>::kMR>
-inline void micro_kernel_rows(int64_t rows, const float* a_panel, const float* b_panel,
+inline void micro_kernel_rows(int64_t rows, int64_t strips, const float* a_panel, const float* b_panel,
                               int64_t k_len, float* acc, int64_t acc_stride,
                               const float* row_scale) {
   if constexpr (kRows > 1) {
     if (rows < kRows) {
-      micro_kernel_rows<Isa, kRows - 1>(rows, a_panel, b_panel, k_len, acc, acc_stride, row_scale);
+      micro_kernel_rows<Isa, kRows - 1>(rows, strips, a_panel, b_panel, k_len, acc, acc_stride, row_scale);
       return;
     }
   }
-  micro_kernel<Isa, kRows>(a_panel, b_panel, k_len, acc, acc_stride, row_scale);
+  using Cfg = TileConfig<Isa>;
+  constexpr int kStrips = strips_side_by_side<Isa>(kRows);
+  int64_t s = 0;
+  if constexpr (kStrips > 1) {
+    for (; s + kStrips <= strips; s += kStrips)
+      micro_kernel<Isa, kRows, kStrips>(a_panel, b_panel + s * Cfg::kNR * kScaleBlockK, k_len,
+                                        acc + s * Cfg::kNR, acc_stride, row_scale);
+  }
+  for (; s < strips; ++s)
+    micro_kernel<Isa, kRows, 1>(a_panel, b_panel + s * Cfg::kNR * kScaleBlockK, k_len, acc + s * Cfg::kNR,
+                                acc_stride, row_scale);
 }
 
 // Row i of acc goes to row row_at(row_index, i) of c.
@@ -273,9 +302,7 @@ inline void run_task(const ChunkPlan& plan, int64_t task, float* scratch) {
             plan.a_scale.at(row_at(plan.row_index, row_tile.position + i), kb) * b_scale_value;
       const float* a_panel = plan.a_pack + (kb * plan.num_tiles + tile) * kScaleBlockK * Cfg::kMR;
       float* acc_tile = acc + (row_tile.position - position_begin) * kTileN;
-      for (int64_t s = 0; s < strips; ++s)
-        micro_kernel_rows<Isa>(row_tile.rows, a_panel, b_pack + s * Cfg::kNR * kScaleBlockK, k_len,
-                               acc_tile + s * Cfg::kNR, kTileN, row_scale);
+      micro_kernel_rows<Isa>(row_tile.rows, strips, a_panel, b_pack, k_len, acc_tile, kTileN, row_scale);
     }
   }
 
