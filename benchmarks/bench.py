@@ -104,6 +104,22 @@ def checked_row(peer, problem, timer) -> tuple[dict, object]:
     return row, call
 
 
+def checked_rows(peers, set_name, shape, problem, timer) -> tuple[dict, dict]:
+    """Every peer of one problem prepared and checked (checked_row): peer name -> row, and peer name -> call
+    for the correct ones. The reference is dropped once all are checked: the peers' calls stay alive
+    together while they are timed, and a grouped reference is GBs."""
+    rows, calls = {}, {}
+    for peer in peers:
+        row, call = checked_row(peer, problem, timer)
+        rows[peer.name] = {"set": set_name, "shape": shape.label, "kind": shape.kind, "m": shape.m, "n": shape.n,
+                           "k": shape.k, "layout": shape.layout, "flops": problem.flops, "bytes": problem.bytes,
+                           **shape_info(shape), **row}
+        if call is not None:
+            calls[peer.name] = call
+    problem.drop_reference()
+    return rows, calls
+
+
 def time_rows(rows: dict, calls: dict, timer, rng, host_time=False) -> None:
     """Times the checked peers of one problem side by side (timing.py): call time, and on a GPU kernel time
     and (with host_time) the host's share of a call, into their rows (peer name -> row, call)."""
@@ -339,14 +355,7 @@ def main(argv=None, extra_peers=()):
             for position, shape in enumerate(shapes):
                 problem = make_problem(shape, device, fp8, seed + index)
                 index += 1
-                rows, calls = {}, {}
-                for peer in (p for p in active if _runs(p, shape)):
-                    row, call = checked_row(peer, problem, timer)
-                    rows[peer.name] = {"set": set_name, "shape": shape.label, "kind": shape.kind, "m": shape.m,
-                                       "n": shape.n, "k": shape.k, "layout": shape.layout, "flops": problem.flops,
-                                       "bytes": problem.bytes, **shape_info(shape), **row}
-                    if call is not None:
-                        calls[peer.name] = call
+                rows, calls = checked_rows([p for p in active if _runs(p, shape)], set_name, shape, problem, timer)
                 # Host time barely depends on the shape: measured on each set's first shape only.
                 time_rows(rows, calls, timer, order, host_time=position == 0)
                 for row in rows.values():

@@ -107,6 +107,9 @@ class GroupedProblem:
             self._ref = ref
         return self._ref
 
+    def drop_reference(self) -> None:
+        self._ref = None
+
     @property
     def flops(self) -> int:
         """Useful FLOPs: 2 x rows x N x K, padding and empty experts not counted."""

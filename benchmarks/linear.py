@@ -49,6 +49,9 @@ class LinearProblem:
             self._plain_ref = self.x.float() @ self.weight().t()
         return self._plain_ref
 
+    def drop_reference(self) -> None:
+        self._ref = self._plain_ref = None
+
     @property
     def flops(self) -> int:
         s = self.shape

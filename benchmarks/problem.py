@@ -85,6 +85,9 @@ class Problem:
             self._ref = a @ b.t()
         return self._ref
 
+    def drop_reference(self) -> None:
+        self._ref = None
+
     @property
     def flops(self) -> int:
         s = self.shape
