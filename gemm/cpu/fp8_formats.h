@@ -120,8 +120,10 @@ struct Fp8Decoder {
 
 // nullptr for a format value outside the enum (the caller reports it).
 inline const Fp8Decoder* fp8_decoder(Fp8Format format) {
-  static constexpr Fp8Decoder kFN{kE4M3FNEncoding, kE4M3FNTable.data(), kE4M3FNOperandTable.data()};
-  static constexpr Fp8Decoder kFNUZ{kE4M3FNUZEncoding, kE4M3FNUZTable.data(), kE4M3FNUZOperandTable.data()};
+  static constexpr Fp8Decoder kFN{kE4M3FNEncoding, kE4M3FNTable.data(),
+                                  kE4M3FNOperandTable.data()};
+  static constexpr Fp8Decoder kFNUZ{kE4M3FNUZEncoding, kE4M3FNUZTable.data(),
+                                    kE4M3FNUZOperandTable.data()};
   switch (format) {
     case Fp8Format::kE4M3FN:
       return &kFN;
@@ -172,9 +174,9 @@ inline Halves e4m3_fp16_fields(Halves codes, E4M3Encoding enc) {
   constexpr int16_t kFp16QuietNaN = 0x7E00;
   const Halves shifted = codes << kFp8ToFp16FieldShift;
   const Halves half = shifted + (shifted & kShiftedSignBit);
-  const Halves is_nan = enc.magnitude_all_ones_is_nan
-                            ? (codes & static_cast<int16_t>(kFp8MagnitudeMask)) == static_cast<int16_t>(kFp8MagnitudeMask)
-                            : codes == static_cast<int16_t>(kFp8SignBit);
+  constexpr int16_t kMagnitude = kFp8MagnitudeMask;
+  const Halves is_nan = enc.magnitude_all_ones_is_nan ? (codes & kMagnitude) == kMagnitude
+                                                      : codes == static_cast<int16_t>(kFp8SignBit);
   return (half & ~is_nan) | (is_nan & kFp16QuietNaN);
 }
 

@@ -108,19 +108,21 @@ inline void transpose_square(Float* rows) {
 // kLanes contiguous codes of B as B operand values (fp8_formats.h, operand scaling): read as
 // binary16 and converted in hardware where the ISA has the conversion, else decoded arithmetically.
 template <class Isa>
-inline typename VectorTypes<Isa>::Float decode_operand_vector(const uint8_t* src, const Fp8Decoder& decoder) {
+inline typename VectorTypes<Isa>::Float decode_operand_vector(const uint8_t* src,
+                                                              const Fp8Decoder& decoder) {
   using V = VectorTypes<Isa>;
   if constexpr (Isa::kConvertsFp16) {
-    return (typename V::Float)Isa::halves_to_floats(e4m3_fp16_fields(Isa::widen_bytes_to_halves(src), decoder.encoding));
+    const auto halves = e4m3_fp16_fields(Isa::widen_bytes_to_halves(src), decoder.encoding);
+    return (typename V::Float)Isa::halves_to_floats(halves);
   } else {
     return decode_e4m3_vector<typename V::Float>((typename V::Int)Isa::widen_bytes(src), decoder);
   }
 }
 
 // decode_panel for rows contiguous in K (stride_k == 1): decodes kLanes x kLanes blocks, one row's
-// kLanes codes per vector, and transposes them in registers into the [k][row] panel layout. For rows adjacent in memory (stride_row == 1, an N-major B) the kLanes
-// codes of one k are already a panel row: no transpose. The ragged remainder goes through the
-// table.
+// kLanes codes per vector, and transposes them in registers into the [k][row] panel layout. For rows
+// adjacent in memory (stride_row == 1, an N-major B) the kLanes codes of one k are already a panel
+// row: no transpose. The ragged remainder goes through the table.
 template <class Isa>
 inline void decode_panel_vector(const uint8_t* src, int64_t stride_row, int64_t stride_k,
                                 int64_t valid_rows, int64_t padded_rows, int64_t k_len,
@@ -138,8 +140,8 @@ inline void decode_panel_vector(const uint8_t* src, int64_t stride_row, int64_t 
         std::memcpy(dst + k * padded_rows + r0, &values, sizeof(values));
       }
     }
-    decode_panel(src, stride_row, stride_k, valid_rows, padded_rows, k_len, decoder.operand_table, dst,
-                 vector_rows, k_len);
+    decode_panel(src, stride_row, stride_k, valid_rows, padded_rows, k_len, decoder.operand_table,
+                 dst, vector_rows, k_len);
     return;
   }
   const int64_t vector_k = k_len / kLanes * kLanes;
@@ -156,8 +158,8 @@ inline void decode_panel_vector(const uint8_t* src, int64_t stride_row, int64_t 
         std::memcpy(dst + (k0 + t) * padded_rows + r0, &block[t], sizeof(block[t]));
     }
   }
-  decode_panel(src, stride_row, stride_k, valid_rows, padded_rows, k_len, decoder.operand_table, dst,
-               vector_rows, vector_k);
+  decode_panel(src, stride_row, stride_k, valid_rows, padded_rows, k_len, decoder.operand_table,
+               dst, vector_rows, vector_k);
 }
 
 // Strips of kNR columns one micro-kernel call covers: a row's partials are chains of dependent FMAs
