@@ -279,6 +279,7 @@ def _interrupt(signum, frame):
 
 
 # A list of numbers, one per line as json.dumps(indent=...) writes it.
+TIMING_KEYS = ("timing", "kernel_timing")
 _NUMBER_LIST = re.compile(r"\[\n\s*(-?[0-9][0-9.eE+-]*(?:,\n\s*-?[0-9][0-9.eE+-]*)*)\n\s*\]")
 
 
@@ -293,10 +294,17 @@ def _significant(value, digits=5):
     return value
 
 
+def _without_samples(results: dict) -> dict:
+    """The rows' timings without their per-iteration samples, which the summary's bootstrap has used."""
+    rows = [{key: {k: v for k, v in value.items() if k != "samples_us"} if key in TIMING_KEYS else value
+             for key, value in row.items()} for row in results["rows"]]
+    return {**results, "rows": rows}
+
+
 def results_json(results: dict) -> str:
-    """The run as indented JSON, floats to five significant digits and the per-iteration samples on one
-    line each: a curated run stays readable and small enough to commit."""
-    text = json.dumps(_significant(results), indent=1, default=str)
+    """The run as indented JSON, floats to five significant digits, number lists on one line each and no
+    per-iteration samples: a curated run stays readable and small enough to commit."""
+    text = json.dumps(_significant(_without_samples(results)), indent=1, default=str)
     return _NUMBER_LIST.sub(lambda m: "[" + ", ".join(v.strip() for v in m.group(1).split(",")) + "]", text)
 
 

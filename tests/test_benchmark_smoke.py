@@ -76,6 +76,7 @@ def test_benchmark_checks_rows_and_reports_wrong_peers(kernel, tmp_path):
             assert row["status"] == "OK", row
             assert row["check"]["ok"] and row["check"]["n_bad"] == 0
             assert row["timing"]["iters"] == ITERS and row["timing"]["median_us"] > 0
+            assert "samples_us" not in row["timing"]  # used by the summary's bootstrap, not committed
             assert 0 < row["floor_fraction"]
         for name in ("perturbed", "wrong-k-scale"):
             row = rows[label, name]
