@@ -180,7 +180,8 @@ CONFIG_SHAPES = [
     (6144, 576, 7168),  # 256x128 (two slabs a warpgroup): 120 tiles, one wave
     (4096, 4096, 7168),  # 128x128 tiles in 2-CTA clusters: 512 cluster tiles, 7.8 waves
     (2048, 5120, 7168),  # 128x128 tiles in 2-CTA clusters (A multicast)
-    (128, 2112, 16384),  # all stream-K: 66 64x64 tiles' K blocks over 132 CTAs
+    (128, 2304, 16384),  # all stream-K: 72 64x64 tiles' K blocks over 132 CTAs
+    (128, 576, 7168),  # 64x48 tiles, K split over 3-CTA clusters
 ]
 
 # Ragged shapes: M, N, K not multiples of the tiles or of 128, K % 16 != 0 (repack path).
