@@ -211,13 +211,14 @@ GEMM_HOST_DEVICE constexpr int smem_bytes(const TileConfig& c) {
   return num_stages(c) * ring_stage_bytes(c) + staging_bytes(c) + kSmemAlignSlack;
 }
 
-// Cluster split-K (tile_scheduler.h): up to the portable cluster size, on the 64-row one-CTA tiles,
-// the only ones where splits paid. Each has a second instantiation for split plans (the kernel's
-// kSplitK), so that whole-tile and stream-K plans run kernels free of the cluster barriers and DSMEM
-// reads.
+// Cluster split-K (tile_scheduler.h): up to the portable cluster size, on the 64-row one-CTA tiles at
+// least kMinSplitTileCols wide, the only ones where splits paid (32- and 48-wide splits lost to 64-wide
+// ones at N = 576). Each has a second instantiation for split plans (the kernel's kSplitK), so that
+// whole-tile and stream-K plans run kernels free of the cluster barriers and DSMEM reads.
 constexpr int kMaxKSplit = 8;
+constexpr int kMinSplitTileCols = 64;
 GEMM_HOST_DEVICE constexpr bool splits_k(const TileConfig& c) {
-  return c.block_m == hopper::kWgmmaM && c.cluster_n == 1 && c.slabs == 1;
+  return c.block_m == hopper::kWgmmaM && c.block_n >= kMinSplitTileCols && c.cluster_n == 1 && c.slabs == 1;
 }
 
 }  // namespace gemm::cuda
