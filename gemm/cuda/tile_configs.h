@@ -43,7 +43,7 @@ constexpr int kMaxClusterN = 2;
 inline constexpr TileConfig kTileConfigs[] = {
     {64, 64, 1, 1, true}, {64, 96, 1, 1, true}, {64, 128, 1, 1, true}, {128, 128}, {192, 128}, {128, 128, 2},
     {256, 128, 1, 2},     {128, 128, 1, 1, true}, {128, 64, 1, 1, true}, {192, 128, 2},
-    {128, 96},            {128, 96, 1, 1, true},    {64, 32, 1, 1, true}, {64, 48, 1, 1, true},
+    {128, 96},            {128, 96, 1, 1, true},    {64, 32, 1, 1, true},
 };
 inline constexpr int kNumTileConfigs = sizeof(kTileConfigs) / sizeof(kTileConfigs[0]);
 
