@@ -163,7 +163,7 @@ CONFIG_SHAPES = [
     (64, 576, 7168),  # K split over 4-CTA clusters
     (64, 24576, 1536),
     (64, 32768, 512),
-    (128, 2112, 7168),
+    (128, 2112, 7168),  # 64x32: 132 tiles, one wave
     (128, 7168, 2048),
     (128, 4096, 7168),
     (128, 24576, 1536),
@@ -181,7 +181,6 @@ CONFIG_SHAPES = [
     (4096, 4096, 7168),  # 128x128 tiles in 2-CTA clusters: 512 cluster tiles, 7.8 waves
     (2048, 5120, 7168),  # 128x128 tiles in 2-CTA clusters (A multicast)
     (128, 2304, 16384),  # all stream-K: 72 64x64 tiles' K blocks over 132 CTAs
-    (128, 576, 7168),  # 64x48 tiles, K split over 3-CTA clusters
 ]
 
 # Ragged shapes: M, N, K not multiples of the tiles or of 128, K % 16 != 0 (repack path).

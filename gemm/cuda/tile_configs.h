@@ -39,11 +39,13 @@ constexpr int kMaxClusterN = 2;
 // (two warpgroups, paired loads) fills the SMs in one wave where 128x128 tiles are half as many
 // (512x2112x7168: 132 tiles against 68). 128x128 and 192x128 also run in 2-CTA clusters sharing A
 // (multicast) on long runs. 128x96 (and its paired twin) fills the SMs where 128x128 tiles leave a
-// quarter of them idle (1024x1536: 128 tiles against 96). Rows are appended: plans name them by index.
+// quarter of them idle (1024x1536: 128 tiles against 96). 64x32 puts twice the CTAs of 64x64 on
+// decode shapes with few N blocks, each streaming its B rows without a K split's reduction (64x2112x7168:
+// 66 CTAs). Rows are appended: plans name them by index.
 inline constexpr TileConfig kTileConfigs[] = {
     {64, 64, 1, 1, true}, {64, 96, 1, 1, true}, {64, 128, 1, 1, true}, {128, 128}, {192, 128}, {128, 128, 2},
     {256, 128, 1, 2},     {128, 128, 1, 1, true}, {128, 64, 1, 1, true}, {192, 128, 2},
-    {128, 96},            {128, 96, 1, 1, true},    {64, 32, 1, 1, true},
+    {128, 96},            {128, 96, 1, 1, true},  {64, 32, 1, 1, true},
 };
 inline constexpr int kNumTileConfigs = sizeof(kTileConfigs) / sizeof(kTileConfigs[0]);
 
