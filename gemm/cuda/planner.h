@@ -267,6 +267,13 @@ inline bool k_split_planned(const Plan& p, const GpuSlots& gpu) {
          static_cast<double>(p.ctas()) <= kKSplitMaxSmFraction * gpu.sms;
 }
 
+// 64x32 tiles won only on long K (1.5-15 % at K >= 7168, H100, forced plans); at K <= 1536 they lost
+// 1-4 % to 64x64, whose units cost them half as many drains and epilogues a CTA.
+constexpr int kMinNarrowTileKBlocks = 32;
+inline bool narrow_tile_planned(const TileConfig& c, int64_t k) {
+  return c.block_n >= kMinSplitTileCols || cdiv(k, kBlockK) >= kMinNarrowTileKBlocks;
+}
+
 // The cheapest plan under the model; ties keep the earlier (smaller) config, whole tiles before stream-K
 // before a K split, smaller splits first. Paired twins are not scored themselves (see kTileConfigs).
 inline Plan choose_plan(int64_t m, int64_t n, int64_t k, const GpuSlots& gpu, int out_bytes) {
@@ -289,7 +296,7 @@ inline Plan choose_plan(int64_t m, int64_t n, int64_t k, const GpuSlots& gpu, in
   };
   const bool splits = k_splits_planned(m, n, gpu);
   for (int cfg = 0; cfg < kNumTileConfigs; ++cfg) {
-    if (is_paired_twin(cfg)) continue;
+    if (is_paired_twin(cfg) || !narrow_tile_planned(kTileConfigs[cfg], k)) continue;
     consider(make_plan(cfg, false, 1, m, n, k, gpu, out_bytes));
     const Plan sk = make_plan(cfg, true, 1, m, n, k, gpu, out_bytes);
     if (sk.stream_k()) consider(sk);  // whole waves: the same as the whole-tile plan
