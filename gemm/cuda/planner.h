@@ -267,11 +267,12 @@ inline bool k_split_planned(const Plan& p, const GpuSlots& gpu) {
          static_cast<double>(p.ctas()) <= kKSplitMaxSmFraction * gpu.sms;
 }
 
-// 64x32 tiles won only on long K (1.5-15 % at K >= 7168, H100, forced plans); at K <= 1536 they lost
-// 1-4 % to 64x64, whose units cost them half as many drains and epilogues a CTA.
+// Tiles narrower than kMinWideTileCols (64x32) won only on long K (1.5-15 % at K >= 7168, H100, forced
+// plans); at K <= 1536 they lost 1-4 % to 64x64, whose units cost them half as many drains and epilogues.
+constexpr int kMinWideTileCols = 64;
 constexpr int kMinNarrowTileKBlocks = 32;
 inline bool narrow_tile_planned(const TileConfig& c, int64_t k) {
-  return c.block_n >= kMinSplitTileCols || cdiv(k, kBlockK) >= kMinNarrowTileKBlocks;
+  return c.block_n >= kMinWideTileCols || cdiv(k, kBlockK) >= kMinNarrowTileKBlocks;
 }
 
 // The cheapest plan under the model; ties keep the earlier (smaller) config, whole tiles before stream-K
