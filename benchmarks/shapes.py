@@ -178,8 +178,8 @@ CONFIG_SHAPES = [
     (1024, 576, 7168),
     (4096, 7168, 16384),  # whole waves of 2-CTA 192x128 cluster tiles plus a stream-K region
     (6144, 576, 7168),  # 256x128 (two slabs a warpgroup): 120 tiles, one wave
-    (4096, 4096, 7168),  # 128x128 tiles in 2-CTA clusters: 512 cluster tiles, 7.8 waves
-    (2048, 5120, 7168),  # 128x128 tiles in 2-CTA clusters (A multicast)
+    (4096, 4096, 7168),  # 192x128 tiles in 2-CTA clusters: whole waves and a stream-K region
+    (2048, 5120, 7168),  # 192x128 tiles in 2-CTA clusters (A multicast)
     (128, 2304, 16384),  # all stream-K: 72 64x64 tiles' K blocks over 132 CTAs
 ]
 

@@ -16,7 +16,7 @@ namespace gemm::cuda {
 // The configs with a grouped instantiation (single-CTA, whole tiles): 64x128 for the few rows a group
 // gets in decode (a 128-row tile would multiply mostly other groups' rows), 128x128 (and its twin that
 // loads in pairs, for long K), 192x128 for prefill-sized groups.
-inline constexpr int kGroupedConfigs[] = {2, 3, 4, 7};
+inline constexpr int kGroupedConfigs[] = {2, 3, 4, 6};
 inline constexpr int kNumGroupedConfigs = sizeof(kGroupedConfigs) / sizeof(kGroupedConfigs[0]);
 constexpr int kGroupedSmallConfig = 2, kGroupedMidConfig = 3, kGroupedLargeConfig = 4;
 // Average rows a group up to which the 64-row tiles run (128x128 was faster from 32, docs/cuda.md), and

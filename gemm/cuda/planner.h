@@ -20,9 +20,9 @@ namespace gemm::cuda {
 constexpr int kMinStreamKIters = 8;
 
 // Model constants, fitted to timings of every forced plan (each config, whole tiles, stream-K and K
-// splits) of 141 shapes on an H100, and held to a later sweep of 191 (tests/cuda/planner_timings.jsonl,
+// splits) of 421 shapes on an H100: 191 across M, N, K and 230 decode shapes (tests/cuda/planner_timings.jsonl,
 // docs/cuda.md). Tensor rate per SM under the power cap, for one, two and three math warpgroups.
-constexpr double kSmFlopsPerUs[kMaxMathWarpgroups] = {6.0e6, 10.3e6, 10.2e6};
+constexpr double kSmFlopsPerUs[kMaxMathWarpgroups] = {6.0e6, 9.02e6, 9.89e6};
 // Two warpgroups of two slabs (256x128): about the two-warpgroup rate, and a unit ends with four staged
 // stores a warpgroup, so small-K shapes keep 128x128 tiles.
 constexpr double kSmFlopsPerUsTwoSlabs = 10.0e6;
@@ -32,7 +32,7 @@ constexpr double sm_flops_per_us(const TileConfig& c) {
 }
 // A narrow wgmma re-reads A more per FLOP: a K block of a BLOCK_N-wide tile costs as if it were
 // kNarrowTileCols columns wider.
-constexpr double kNarrowTileCols = 13.6;
+constexpr double kNarrowTileCols = 11.6;
 // Drain + epilogue per unit.
 constexpr double unit_overhead_us(const TileConfig& c) {
   return c.slabs > 1 ? kTwoSlabUnitOverheadUs : num_math_warpgroups(c) == 1 ? 0.1 : 0.2;
@@ -40,13 +40,12 @@ constexpr double unit_overhead_us(const TileConfig& c) {
 // What one CTA loads from L2 per K block: its share of the multicast A tile, and its B tile.
 constexpr int cta_stage_load_bytes(const TileConfig& c) { return (c.block_m / c.cluster_n + c.block_n) * kBlockK; }
 // The rate at which a CTA takes in its stage_bytes per K block from L2.
-constexpr double kSmBytesPerUs = 70.0e3;
-// 2-CTA clusters (A multicast): K blocks faster than the same tile on one CTA (192x128: 3-9 % at M = 4096,
+constexpr double kSmBytesPerUs = 75.6e3;
+// 2-CTA clusters (A multicast, 192x128): K blocks faster than the same tile on one CTA (3-9 % at M = 4096,
 // more than the stream term's saved bytes account for), and a fixed cost per launch (which also absorbs
-// their slower short runs), so they are planned only for long runs. Indexed by math warpgroups less one;
-// no one-warpgroup config clusters.
-constexpr double kClusterKBlockTime[kMaxMathWarpgroups] = {1.0, 0.99, 0.95};
-constexpr double kClusterFixedUs = 8.3;
+// their slower short runs), so they are planned only for long runs.
+constexpr double kClusterKBlockTime = 0.91;
+constexpr double kClusterFixedUs = 5.09;
 // A tile of two warpgroups on 64 columns (128x64) issues twice the wgmmas of a 64x128 tile for the same
 // FLOPs and bytes, and its K blocks measured 1.12-1.14x slower at equal tile counts.
 constexpr double kNarrowTwoWgKBlockTime = 1.12;
@@ -56,22 +55,22 @@ constexpr double narrow_two_wg_factor(const TileConfig& c) {
 }
 // A CTA streams what no other CTA reads (the B tiles of a one-M-block decode shape) from DRAM at this
 // rate.
-constexpr double kSmDramBytesPerUs = 39.0e3;
+constexpr double kSmDramBytesPerUs = 46.0e3;
 // A 128+-row tile on a problem of one M block streams B through half the CTAs that 64-row tiles would
 // put on it, and measured 1.1-1.2x slower than them on the decode shapes of the H100 data.
-constexpr double kOneMBlockStream = 1.5;
+constexpr double kOneMBlockStream = 1.40;
 constexpr double kL2Bytes = 50.0 * 1024 * 1024;  // H100 and H200
 constexpr double kDramBytesPerUs = 2.47e6;        // whole-GPU streaming rate of decode shapes
 // Stream-K adds to its share of K blocks a fixed cost (the flag reset before the launch, the head's
 // wait) and, on the critical path, one partial written by a later piece and those its head reads back
 // at kFixupBytesPerUs per SM. The rate is low because it also absorbs the extra cycles stream-K CTAs
 // pay per K block, so all-stream-K plans run only where whole tiles leave most SMs idle.
-constexpr double kStreamKFixedUs = 6.35;
+constexpr double kStreamKFixedUs = 4.45;
 constexpr double kFixupBytesPerUs = 10.5e3;
 // A stream-K region that follows whole waves (its pieces are the last unit of every CTA) is cheaper
-// than the all-stream-K plans those constants were fitted to: its K blocks cost 1.41x whole-tile ones
+// than the all-stream-K plans those constants were fitted to: its K blocks cost 1.2x whole-tile ones
 // (ncu counts 1.16x the cycles; the rest is the heads' waits), and its heads read later pieces faster.
-constexpr double kTailSkKBlockTime = 1.41;
+constexpr double kTailSkKBlockTime = 1.20;
 constexpr double kTailFixupBytesPerUs = 90.0e3;
 
 // A K split gives each CTA a share of at least kMinSplitKBlocks K blocks (a share is a pipeline fill, a
@@ -202,7 +201,7 @@ inline Plan make_plan(int config, bool stream_k, int k_split, int64_t m, int64_t
                             static_cast<double>(range) * (sk_tail ? kTailSkKBlockTime : 1.0);
   const double units_per_cta = waves + (p.stream_k() ? std::min<double>(s.sk_max_pieces, 2.0) : 0.0);
   const double kblock_factor =
-      (c.cluster_n > 1 ? kClusterKBlockTime[num_math_warpgroups(c) - 1] : 1.0) * narrow_two_wg_factor(c);
+      (c.cluster_n > 1 ? kClusterKBlockTime : 1.0) * narrow_two_wg_factor(c);
   const double compute = kb_per_cta * 2.0 * c.block_m * c.block_n * kBlockK / sm_flops_per_us(c) *
                          (1.0 + kNarrowTileCols / c.block_n) * kblock_factor;
   const double unique = static_cast<double>(m * k + n * k + m * n * out_bytes);

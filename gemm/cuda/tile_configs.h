@@ -34,16 +34,16 @@ constexpr int kMaxClusterN = 2;
 
 // The kernel is one template instantiated once per row. BLOCK_M 64: decode / small M (one math
 // warpgroup); 128 / 192: two / three math warpgroups sharing B; 256x128: two warpgroups of two slabs,
-// for tile counts that fit the SMs better. Wider tiles never won. Row 7 is 128x128 with paired loads,
+// for tile counts that fit the SMs better. Wider tiles never won. Row 6 is 128x128 with paired loads,
 // which the planner runs in place of 128x128 where units are long (planner.h, paired_twin()). 128x64
 // (two warpgroups, paired loads) fills the SMs in one wave where 128x128 tiles are half as many
-// (512x2112x7168: 132 tiles against 68). 128x128 and 192x128 also run in 2-CTA clusters sharing A
-// (multicast) on long runs. 128x96 (and its paired twin) fills the SMs where 128x128 tiles leave a
+// (512x2112x7168: 132 tiles against 68). 192x128 also runs in 2-CTA clusters sharing A (multicast) on
+// long runs. 128x96 (and its paired twin) fills the SMs where 128x128 tiles leave a
 // quarter of them idle (1024x1536: 128 tiles against 96). 64x32 puts twice the CTAs of 64x64 on
 // decode shapes with few N blocks, each streaming its B rows without a K split's reduction (64x2112x7168:
 // 66 CTAs). Rows are appended: plans name them by index.
 inline constexpr TileConfig kTileConfigs[] = {
-    {64, 64, 1, 1, true}, {64, 96, 1, 1, true}, {64, 128, 1, 1, true}, {128, 128}, {192, 128}, {128, 128, 2},
+    {64, 64, 1, 1, true}, {64, 96, 1, 1, true},  {64, 128, 1, 1, true}, {128, 128}, {192, 128},
     {256, 128, 1, 2},     {128, 128, 1, 1, true}, {128, 64, 1, 1, true}, {192, 128, 2},
     {128, 96},            {128, 96, 1, 1, true},  {64, 32, 1, 1, true},
 };
