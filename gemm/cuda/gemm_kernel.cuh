@@ -153,7 +153,7 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
   constexpr TileConfig kCfg{kBlockM, kBlockN, kClusterN, kSlabs, kPairs, kGrouped};
   static_assert(registers_fit(kCfg), "accumulators do not fit the math warpgroups' register budget");
   static_assert(!kSplitK || splits_k(kCfg), "K split on a config without one");
-  static_assert(!kGrouped || (!kSplitK && kClusterN == 1), "grouped schedules run whole tiles on single CTAs");
+  static_assert(!kGrouped || !kSplitK, "grouped schedules run whole tiles");
   static_assert(!kStreamK || (!kSplitK && !kGrouped), "stream-K regions are dense, without K splits");
   constexpr int kStages = num_stages(kCfg);
   constexpr int kMathWG = num_math_warpgroups(kCfg);
@@ -266,8 +266,9 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
   // nothing below reads or writes global memory before it has completed.
   ptx::wait_prior_grid();
   if constexpr (kGrouped) build_group_table<kBlockM>(p.group.rows, p.m, p.sched.n_blocks, groups);
-  // Grouped tiles claimed from a counter (grouped_scheduler.h).
-  const bool claims = kGrouped && p.tile_claims != nullptr;
+  // Grouped tiles claimed from a counter (grouped_scheduler.h), by single CTAs: a cluster's CTAs walk
+  // the static schedule, which gives them the same units.
+  const bool claims = kGrouped && kClusterN == 1 && p.tile_claims != nullptr;
   // The tile of unit `unit` of a claimed walk: the CTA's own first, then the tiles the producer's TMA
   // thread (the publisher) claims a unit ahead, so that the atomic's round trip overlaps a unit's loads,
   // and publishes in the claim ring, where the other walkers read them.

@@ -493,10 +493,11 @@ std::string sort_rows_by_group(GemmArgs& src, const Workspace& ws, cudaStream_t 
 // The grouped GEMM: rows by group_ends, by the masked layout's group_rows, or sorted by row_group first;
 // B as one [num_groups * n, k] operand whose group g starts at row g * n (a group's ragged last N tile
 // reads the next group's first rows, which its stores never reach, or zeros past the last group).
-std::string launch_grouped(const GemmArgs& args, const Workspace& workspace, cudaStream_t stream, int sms) {
+std::string launch_grouped(const GemmArgs& args, const Workspace& workspace, cudaStream_t stream,
+                           const cuda::GpuSlots& gpu) {
   if (std::string err = grouped_args_error(args); !err.empty()) return err;
   const int64_t m = args.m, n = args.n, k = args.k, groups = args.num_groups;
-  const cuda::GroupedPlan plan = cuda::choose_grouped_plan(m, n, k, groups, sms, args.expected_group_rows);
+  const cuda::GroupedPlan plan = cuda::choose_grouped_plan(m, n, k, groups, gpu, args.expected_group_rows);
   const TileConfig cfg = cuda::grouped_tile_config(plan.config);
   if (!cuda::grouped_fits_int32(m, n, groups, cfg.block_m, plan.sched.n_blocks)) {
     return "gemm (CUDA): the grouped problem is too large for the kernel's 32-bit schedule (m " + std::to_string(m) +
@@ -537,7 +538,8 @@ std::string launch_grouped(const GemmArgs& args, const Workspace& workspace, cud
   if (err = prepare_operand("b", args.b, groups * n, k, args.b_stride_n, args.b_stride_k, workspace, repacks, b);
       !err.empty()) return err;
   TensorMaps maps{};
-  if (err = encode_operand("a", a, m, k, cfg.block_m, maps.a); !err.empty()) return err;
+  // A cluster's CTAs each load (and multicast) a slice of the A tile.
+  if (err = encode_operand("a", a, m, k, cfg.block_m / cfg.cluster_n, maps.a); !err.empty()) return err;
   if (err = encode_operand("b", b, groups * n, k, cfg.block_n, maps.b); !err.empty()) return err;
   // 128+-row tiles load their A scales by TMA, as the dense ones do; segments start at any row, so the
   // boxes start aligned below the tile (a_scale_box_row()). The masked layout's only where TMA reads them
@@ -593,7 +595,8 @@ std::string launch_grouped(const GemmArgs& args, const Workspace& workspace, cud
     if (err = launch_scale_copy(scale_copy, stream); !err.empty()) return err;
   }
   if (err = launch_repacks(repacks, k, stream); !err.empty()) return err;
-  if (const cudaError_t e = grouped_launcher(plan.config)(maps, p, plan.grid, 1, stream, nullptr); e != cudaSuccess) {
+  if (const cudaError_t e = grouped_launcher(plan.config)(maps, p, plan.ctas(), plan.cluster_n(), stream, nullptr);
+      e != cudaSuccess) {
     return cuda_error("fp8_gemm_kernel (grouped) launch", e);
   }
   return {};
@@ -622,6 +625,7 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
   if (err = prepare_operand("b", args.b, n, k, args.b_stride_n, args.b_stride_k, workspace, repacks, b);
       !err.empty()) return err;
   TensorMaps maps{};
+  // A cluster's CTAs each load (and multicast) a slice of the A tile.
   if (err = encode_operand("a", a, m, k, cfg.block_m / cfg.cluster_n, maps.a); !err.empty()) return err;
   if (err = encode_operand("b", b, n, k, cfg.block_n, maps.b); !err.empty()) return err;
   const int64_t kblocks = cuda::cdiv(k, cuda::kBlockK);
@@ -735,7 +739,7 @@ std::string gemm_launch(const GemmArgs& args, const Workspace& workspace, void* 
   if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return cuda_error("cudaGetDevice", e);
   cuda::GpuSlots slots;
   if (std::string err = cuda::gpu_slots(device, slots); !err.empty()) return err;
-  if (args.num_groups > 0) return launch_grouped(args, workspace, static_cast<cudaStream_t>(stream), slots.sms);
+  if (args.num_groups > 0) return launch_grouped(args, workspace, static_cast<cudaStream_t>(stream), slots);
   const Plan plan = cuda::choose_plan(args.m, args.n, args.k, slots, out_bytes(args.c_format));
   return cuda::launch_with_plan(args, workspace, stream, plan);
 }

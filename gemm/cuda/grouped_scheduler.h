@@ -5,11 +5,12 @@
 // At its start every CTA turns the caller's row description (group_ends or the masked layout's
 // group_rows) into a table in shared memory: per group its rows [row_begin, row_end) and the running
 // total of its tiles, cdiv(rows, BLOCK_M) * n_blocks (an empty group has none). Global tile t then runs
-// on CTA t % grid, as whole tiles do in the dense schedule; a CTA's tiles only increase, so each walker
-// finds a tile's group by a binary search that starts at its previous unit's group. Inside a group the
-// tiles go in the dense grouped order (tile_coord: kGroupM M tiles side by side, then the next N block),
-// so CTAs running at the same time read the same B tiles of one expert, and an expert's B tiles are
-// read from DRAM once while its M tiles run.
+// on CTA t % grid (2-CTA configs: cluster tile t on cluster t % grid), as whole tiles do in the dense
+// schedule; a CTA's tiles only increase, so each walker finds a tile's group by a binary search that
+// starts at its previous unit's group. Inside a group the tiles go in the dense grouped order
+// (tile_coord: kGroupM M tiles side by side, then the next N block), so CTAs running at the same time
+// read the same B tiles of one expert, and an expert's B tiles are read from DRAM once while its M tiles
+// run.
 //
 // Segments are not padded: a group's M tiles start at its row_begin, so its last tile may reach into the
 // next group's rows (loaded and multiplied, never stored: the kernel stores rows below row_end only) or

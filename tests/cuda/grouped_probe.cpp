@@ -10,8 +10,8 @@
 //                          the masked layout's padding), no tile without a row (cdiv(rows, BLOCK_M) M tiles a
 //                          group), tiles inside the output, a CTA's groups never decreasing (the search hint).
 //                          Prints "FAIL ..." lines and a final "walked N schedules, F failures".
-//   grouped_probe --plan   prints "m groups config block_m grid pairs b_evict_first claims" for "m n k groups sms"
-//                          lines on stdin.
+//   grouped_probe --plan   prints "m groups config block_m grid pairs b_evict_first claims cluster_n" (grid in
+//                          CTAs) for "m n k groups sms expected_rows" lines on stdin.
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -209,9 +209,12 @@ int plan_mode() {
   long long m, n, k, groups, expected_rows;
   int sms;
   while (std::scanf("%lld %lld %lld %lld %d %lld", &m, &n, &k, &groups, &sms, &expected_rows) == 6) {
-    const GroupedPlan p = choose_grouped_plan(m, n, k, groups, sms, expected_rows);
-    std::printf("%lld %lld %d %d %d %d %d %d\n", m, groups, p.config, kTileConfigs[p.config].block_m, p.grid,
-                p.pairs ? 1 : 0, p.b_evict_first ? 1 : 0, p.claims ? 1 : 0);
+    GpuSlots gpu;
+    gpu.sms = sms;
+    for (int size = 2; size <= kMaxClusterCtas; ++size) gpu.clusters[size] = sms / size;
+    const GroupedPlan p = choose_grouped_plan(m, n, k, groups, gpu, expected_rows);
+    std::printf("%lld %lld %d %d %d %d %d %d %d\n", m, groups, p.config, kTileConfigs[p.config].block_m, p.ctas(),
+                p.pairs ? 1 : 0, p.b_evict_first ? 1 : 0, p.claims ? 1 : 0, p.cluster_n());
     if (!is_grouped_config(p.config)) std::printf("FAIL config %d has no grouped instantiation\n", p.config);
   }
   return 0;

@@ -111,6 +111,15 @@ def test_large_groups_start_at_any_row(grouped):
     check(out, ref)
 
 
+@pytest.mark.parametrize("n", [384, 4096])
+def test_cluster_tiles_share_a(grouped, n):
+    """Thousands of rows a group at K >= 4096: 192x128 tiles in 2-CTA clusters multicasting A
+    (grouped_planner.h). The segments start at rows that are not tile multiples, an empty group sits between
+    them, and at N = 384 the second CTA of the last cluster tile lies wholly past N."""
+    out, ref = run_contiguous(grouped, [2100, 0, 3001], n, 4096, tail=5, seed=11, scales_m_major=True)
+    check(out, ref)
+
+
 def test_one_group_holds_every_row(grouped):
     counts = [0] * 256
     counts[200] = 2000

@@ -42,7 +42,7 @@ def grouped_plans(probe, shapes, expected_rows=0):
 @pytest.mark.kernels_ci
 def test_decode_plans_use_64_row_tiles(probe):
     """At most 16 rows a group (decode): 64-row tiles, B streamed evict-first; from 32 rows on, 128+ rows."""
-    for (m, groups, _config, block_m, grid, _pairs, evict_first, _claims), (_, _, k, _) in zip(
+    for (m, groups, _config, block_m, grid, _pairs, evict_first, _claims, _cluster_n), (_, _, k, _) in zip(
         grouped_plans(probe, MOE_SHAPES), MOE_SHAPES
     ):
         assert 1 <= grid <= H200_SMS
@@ -65,15 +65,31 @@ def test_expected_rows_hint_picks_the_tiles(probe):
 
 @pytest.mark.kernels_ci
 def test_grid_never_exceeds_the_tiles(probe):
-    (_, _, _, block_m, grid, _, _, _), = grouped_plans(probe, [(3, 192, 192, 8)])
+    (_, _, _, block_m, grid, _, _, _, _), = grouped_plans(probe, [(3, 192, 192, 8)])
     assert block_m == 64 and grid == 6  # at most 3 groups with a tile, 2 N tiles each
 
 
 @pytest.mark.kernels_ci
-def test_only_192_row_plans_claim_tiles(probe):
-    """Claimed tiles where they were measured faster (192x128 grouped plans), the static walk elsewhere."""
-    shapes = MOE_SHAPES + [(32768 * 8, 4096, 7168, 256), (4 * 8192, 4096, 7168, 4), (4096 * 8, 4096, 1536, 128)]
+def test_only_single_cta_192_row_plans_claim_tiles(probe):
+    """Claimed tiles where they were measured faster (192x128 grouped plans on single CTAs), the static walk
+    elsewhere: a cluster's CTAs must run the same units, which the static walk gives them."""
+    shapes = MOE_SHAPES + [(32768 * 8, 4096, 7168, 256), (32768 * 8, 7168, 2048, 256), (4 * 8192, 4096, 7168, 4),
+                           (4096 * 8, 4096, 1536, 128)]
     plans = grouped_plans(probe, shapes)
-    assert any(p[-1] for p in plans) and not all(p[-1] for p in plans)
-    for _m, _groups, _config, block_m, _grid, _pairs, _evict_first, claims in plans:
-        assert claims == (block_m == 192), (block_m, claims)
+    assert any(p[-2] for p in plans) and not all(p[-2] for p in plans)
+    for _m, _groups, _config, block_m, _grid, _pairs, _evict_first, claims, cluster_n in plans:
+        assert claims == (block_m == 192 and cluster_n == 1), (block_m, claims, cluster_n)
+
+
+@pytest.mark.kernels_ci
+def test_cluster_plans_run_whole_clusters(probe):
+    """Groups of 1024+ rows at K >= 4096 run 192x128 tiles in 2-CTA clusters (A multicast); the grid is whole
+    clusters, within the SMs and the cluster tiles (two N blocks each)."""
+    shapes = [(4 * 8192, 4096, 7168, 4), (256 * 1024, 4096, 7168, 256), (2 * 8192, 192, 4096, 2)]
+    for (m, n, _k, groups), (_, _, _config, block_m, grid, _, _, claims, cluster_n) in zip(
+        shapes, grouped_plans(probe, shapes)
+    ):
+        assert block_m == 192 and cluster_n == 2 and not claims, (m, n)
+        assert grid % 2 == 0 and grid <= H200_SMS, (m, n, grid)
+        cluster_tiles = (-(-m // 192) + groups) * -(-n // 256)
+        assert grid <= 2 * cluster_tiles, (m, n, grid)
