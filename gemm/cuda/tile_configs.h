@@ -38,10 +38,10 @@ constexpr int kMaxClusterN = 2;
 // which the planner runs in place of 128x128 where units are long (planner.h, paired_twin()). 128x64
 // (two warpgroups, paired loads) fills the SMs in one wave where 128x128 tiles are half as many
 // (512x2112x7168: 132 tiles against 68). 192x128 also runs in 2-CTA clusters sharing A (multicast) on
-// long runs. 128x96 (and its paired twin) fills the SMs where 128x128 tiles leave a
-// quarter of them idle (1024x1536: 128 tiles against 96). 64x32 puts twice the CTAs of 64x64 on
-// decode shapes with few N blocks, each streaming its B rows without a K split's reduction (64x2112x7168:
-// 66 CTAs). Rows are appended: plans name them by index.
+// long runs. 128x96 (and its paired twin) fills the SMs where 128x128 tiles leave a quarter of them idle
+// (1024x1536: 128 tiles against 96). 64x32 puts twice the CTAs of 64x64 on decode shapes with few N
+// blocks, each streaming its B rows without a K split's reduction (64x2112x7168: 66 CTAs). Plans, and
+// the planner's timing data (tests/cuda/planner_timings.jsonl), name rows by index.
 inline constexpr TileConfig kTileConfigs[] = {
     {64, 64, 1, 1, true}, {64, 96, 1, 1, true},  {64, 128, 1, 1, true}, {128, 128}, {192, 128},
     {256, 128, 1, 2},     {128, 128, 1, 1, true}, {128, 64, 1, 1, true}, {192, 128, 2},
