@@ -180,6 +180,11 @@ std::string encode_operand(const char* name, const Operand& op, int64_t rows, in
                    CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, map);
 }
 
+// A's map for tiles of `cfg`: a cluster's CTAs each load (and multicast) a slice of the A tile.
+std::string encode_a_tiles(const Operand& a, int64_t m, int64_t k, const TileConfig& cfg, CUtensorMap& map) {
+  return encode_operand("a", a, m, k, cfg.block_m / cfg.cluster_n, map);
+}
+
 // The same operand as a 3-D view [whole K blocks][rows][128 bytes] whose boxes hold two K blocks of
 // box_rows rows: two consecutive stages of the ring, one TMA instruction (pairs_loads()).
 std::string encode_operand_pairs(const char* name, const Operand& op, int64_t rows, int64_t whole_kblocks,
@@ -538,8 +543,7 @@ std::string launch_grouped(const GemmArgs& args, const Workspace& workspace, cud
   if (err = prepare_operand("b", args.b, groups * n, k, args.b_stride_n, args.b_stride_k, workspace, repacks, b);
       !err.empty()) return err;
   TensorMaps maps{};
-  // A cluster's CTAs each load (and multicast) a slice of the A tile.
-  if (err = encode_operand("a", a, m, k, cfg.block_m / cfg.cluster_n, maps.a); !err.empty()) return err;
+  if (err = encode_a_tiles(a, m, k, cfg, maps.a); !err.empty()) return err;
   if (err = encode_operand("b", b, groups * n, k, cfg.block_n, maps.b); !err.empty()) return err;
   // 128+-row tiles load their A scales by TMA, as the dense ones do; segments start at any row, so the
   // boxes start aligned below the tile (a_scale_box_row()). The masked layout's only where TMA reads them
@@ -625,8 +629,7 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
   if (err = prepare_operand("b", args.b, n, k, args.b_stride_n, args.b_stride_k, workspace, repacks, b);
       !err.empty()) return err;
   TensorMaps maps{};
-  // A cluster's CTAs each load (and multicast) a slice of the A tile.
-  if (err = encode_operand("a", a, m, k, cfg.block_m / cfg.cluster_n, maps.a); !err.empty()) return err;
+  if (err = encode_a_tiles(a, m, k, cfg, maps.a); !err.empty()) return err;
   if (err = encode_operand("b", b, n, k, cfg.block_n, maps.b); !err.empty()) return err;
   const int64_t kblocks = cuda::cdiv(k, cuda::kBlockK);
   cuda::ScaleCopy scale_copy{};
