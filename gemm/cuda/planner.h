@@ -81,7 +81,9 @@ constexpr double kTailFixupBytesPerUs = 90.0e3;
 constexpr int kMinSplitKBlocks = 4;
 constexpr int kKSplitSmsPerTile = 4;            // a split needs at most SMs / 4 64x64 tiles of output
 constexpr double kKSplitMaxSmFraction = 0.55;  // and runs on at most this share of the SMs
-constexpr double kKSplitRankUs = 0.84;
+constexpr double kKSplitRankUs = 1.02;
+// A split's K blocks cost more than whole tiles' on as many CTAs (fitted, docs/cuda.md).
+constexpr double kKSplitKBlockTime = 1.4;
 
 // What the planner knows of the GPU: SMs, and how many clusters of each size fit at once
 // (cudaOccupancyMaxActiveClusters: fewer than SMs / size where GPCs do not divide evenly).
@@ -200,8 +202,8 @@ inline Plan make_plan(int config, bool stream_k, int k_split, int64_t m, int64_t
   const double kb_per_cta = waves * static_cast<double>(cdiv(s.kblocks, k_split)) +
                             static_cast<double>(range) * (sk_tail ? kTailSkKBlockTime : 1.0);
   const double units_per_cta = waves + (p.stream_k() ? std::min<double>(s.sk_max_pieces, 2.0) : 0.0);
-  const double kblock_factor =
-      (c.cluster_n > 1 ? kClusterKBlockTime : 1.0) * narrow_two_wg_factor(c);
+  const double kblock_factor = (c.cluster_n > 1 ? kClusterKBlockTime : 1.0) * narrow_two_wg_factor(c) *
+                               (k_split > 1 ? kKSplitKBlockTime : 1.0);
   const double compute = kb_per_cta * 2.0 * c.block_m * c.block_n * kBlockK / sm_flops_per_us(c) *
                          (1.0 + kNarrowTileCols / c.block_n) * kblock_factor;
   const double unique = static_cast<double>(m * k + n * k + m * n * out_bytes);
@@ -268,10 +270,13 @@ inline bool k_split_planned(const Plan& p, const GpuSlots& gpu) {
 
 // Tiles narrower than kMinWideTileCols (64x32) won only on long K (1.5-15 % at K >= 7168, H100, forced
 // plans); at K <= 1536 they lost 1-4 % to 64x64, whose units cost them half as many drains and epilogues.
+// Below kMinNarrowTileRows rows they lost 3-15 % where they won at 32-64 rows: their A box, twice their
+// B box, lies mostly past M, and TMA fills rows past a tensor's end slower than it loads rows.
 constexpr int kMinWideTileCols = 64;
 constexpr int kMinNarrowTileKBlocks = 32;
-inline bool narrow_tile_planned(const TileConfig& c, int64_t k) {
-  return c.block_n >= kMinWideTileCols || cdiv(k, kBlockK) >= kMinNarrowTileKBlocks;
+constexpr int64_t kMinNarrowTileRows = 32;
+inline bool narrow_tile_planned(const TileConfig& c, int64_t m, int64_t k) {
+  return c.block_n >= kMinWideTileCols || (cdiv(k, kBlockK) >= kMinNarrowTileKBlocks && m >= kMinNarrowTileRows);
 }
 
 // The cheapest plan under the model; ties keep the earlier (smaller) config, whole tiles before stream-K
@@ -296,7 +301,7 @@ inline Plan choose_plan(int64_t m, int64_t n, int64_t k, const GpuSlots& gpu, in
   };
   const bool splits = k_splits_planned(m, n, gpu);
   for (int cfg = 0; cfg < kNumTileConfigs; ++cfg) {
-    if (is_paired_twin(cfg) || !narrow_tile_planned(kTileConfigs[cfg], k)) continue;
+    if (is_paired_twin(cfg) || !narrow_tile_planned(kTileConfigs[cfg], m, k)) continue;
     consider(make_plan(cfg, false, 1, m, n, k, gpu, out_bytes));
     const Plan sk = make_plan(cfg, true, 1, m, n, k, gpu, out_bytes);
     if (sk.stream_k()) consider(sk);  // whole waves: the same as the whole-tile plan

@@ -50,6 +50,7 @@ CONSTANTS = {
     "kTailSkKBlockTime": (r"kTailSkKBlockTime = " + NUMBER, (0.7, 1.5)),
     "kTailFixupBytesPerUs": (r"kTailFixupBytesPerUs = " + NUMBER, (0.3, 3.0)),
     "kKSplitRankUs": (r"kKSplitRankUs = " + NUMBER, (0.3, 3.0)),
+    "kKSplitKBlockTime": (r"kKSplitKBlockTime = " + NUMBER, (0.8, 2.0)),
 }
 STEPS = (0.7, 0.85, 0.93, 0.97, 1.03, 1.08, 1.18, 1.4)
 WORST_WEIGHT = 0.05
