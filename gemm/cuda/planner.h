@@ -270,8 +270,8 @@ inline bool k_split_planned(const Plan& p, const GpuSlots& gpu) {
 
 // Tiles narrower than kMinWideTileCols (64x32) won only on long K (1.5-15 % at K >= 7168, H100, forced
 // plans); at K <= 1536 they lost 1-4 % to 64x64, whose units cost them half as many drains and epilogues.
-// Below kMinNarrowTileRows rows they lost 3-15 % where they won at 32-64 rows: their A box, twice their
-// B box, lies mostly past M, and TMA fills rows past a tensor's end slower than it loads rows.
+// Below kMinNarrowTileRows rows the same plans lost 3-15 % where they won at 32-64 rows: most of their
+// A box, twice their B box, lies past M, rows that TMA zero-fills (docs/cuda.md).
 constexpr int kMinWideTileCols = 64;
 constexpr int kMinNarrowTileKBlocks = 32;
 constexpr int64_t kMinNarrowTileRows = 32;
