@@ -321,8 +321,11 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
     Unit w;
     if (warp == 0 && lane == 0) {
       const bool tma_a_scales = kTmaScales && p.a_scale_tma;
+      // A short A box (p.a_box_rows) brings only the problem's rows; the stage's other A rows feed only
+      // output rows past M, which are never stored.
+      const uint32_t a_tx_bytes = p.a_box_rows > 0 ? p.a_box_rows * kBlockK : kABytes;
       const uint32_t stage_tx_bytes =
-          kABytes + kBBytes + (tma_a_scales ? kAScaleFloats * static_cast<int>(sizeof(float)) : 0);
+          a_tx_bytes + kBBytes + (tma_a_scales ? kAScaleFloats * static_cast<int>(sizeof(float)) : 0);
       const uint64_t b_policy = ptx::l2_policy_evict_first();
       RingPos<kStages> pos;
       ClaimWalk claim;
@@ -364,7 +367,14 @@ __global__ void __launch_bounds__(num_threads(TileConfig{kBlockM, kBlockN, kClus
           ptx::mbar_wait(&empty_bar[s + 1], pos.phase ^ 1);
           ptx::mbar_arrive_expect_tx(&full_bar[s], kKBlocksPerPair * stage_tx_bytes);
           ptx::mbar_arrive(&full_bar[s + 1]);
-          ptx::tma_load_3d(smem_a + s * kABytes, &maps.a_pair, &full_bar[s], 0, a_row, kb);
+          if (p.a_box_rows > 0) {
+            // Short A boxes one K block each: a paired box would land its second K block box rows on, not a
+            // stage on.
+            ptx::tma_load_2d(smem_a + s * kABytes, &maps.a, &full_bar[s], kb * kBlockK, a_row);
+            ptx::tma_load_2d(smem_a + (s + 1) * kABytes, &maps.a, &full_bar[s], (kb + 1) * kBlockK, a_row);
+          } else {
+            ptx::tma_load_3d(smem_a + s * kABytes, &maps.a_pair, &full_bar[s], 0, a_row, kb);
+          }
           if (p.b_evict_first) {
             ptx::tma_load_3d_hint(smem_b + s * kBBytes, &maps.b_pair, &full_bar[s], 0, b_row, kb, b_policy);
           } else {

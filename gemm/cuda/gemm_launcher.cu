@@ -180,9 +180,19 @@ std::string encode_operand(const char* name, const Operand& op, int64_t rows, in
                    CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, map);
 }
 
-// A's map for tiles of `cfg`: a cluster's CTAs each load (and multicast) a slice of the A tile.
-std::string encode_a_tiles(const Operand& a, int64_t m, int64_t k, const TileConfig& cfg, CUtensorMap& map) {
-  return encode_operand("a", a, m, k, cfg.block_m / cfg.cluster_n, map);
+// Rows of A's box where a problem is shorter than one single-CTA tile, else 0: only its own rows, in whole
+// swizzle atoms, because TMA fills box rows past a tensor's end more slowly than it loads rows
+// (docs/cuda.md, Tile configurations).
+int short_a_box_rows(int64_t m, const TileConfig& cfg) {
+  if (cfg.cluster_n != 1 || m >= cfg.block_m) return 0;
+  return static_cast<int>(cuda::cdiv(m, cuda::hopper::kSwizzleAtomRows) * cuda::hopper::kSwizzleAtomRows);
+}
+
+// A's map for tiles of `cfg`: a cluster's CTAs each load (and multicast) a slice of the A tile; a problem
+// shorter than a tile loads short_rows rows (short_a_box_rows) where that is not 0.
+std::string encode_a_tiles(const Operand& a, int64_t m, int64_t k, const TileConfig& cfg, int short_rows,
+                           CUtensorMap& map) {
+  return encode_operand("a", a, m, k, short_rows > 0 ? short_rows : cfg.block_m / cfg.cluster_n, map);
 }
 
 // The same operand as a 3-D view [whole K blocks][rows][128 bytes] whose boxes hold two K blocks of
@@ -543,7 +553,7 @@ std::string launch_grouped(const GemmArgs& args, const Workspace& workspace, cud
   if (err = prepare_operand("b", args.b, groups * n, k, args.b_stride_n, args.b_stride_k, workspace, repacks, b);
       !err.empty()) return err;
   TensorMaps maps{};
-  if (err = encode_a_tiles(a, m, k, cfg, maps.a); !err.empty()) return err;
+  if (err = encode_a_tiles(a, m, k, cfg, 0, maps.a); !err.empty()) return err;
   if (err = encode_operand("b", b, groups * n, k, cfg.block_n, maps.b); !err.empty()) return err;
   // 128+-row tiles load their A scales by TMA, as the dense ones do; segments start at any row, so the
   // boxes start aligned below the tile (a_scale_box_row()). The masked layout's only where TMA reads them
@@ -629,7 +639,8 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
   if (err = prepare_operand("b", args.b, n, k, args.b_stride_n, args.b_stride_k, workspace, repacks, b);
       !err.empty()) return err;
   TensorMaps maps{};
-  if (err = encode_a_tiles(a, m, k, cfg, maps.a); !err.empty()) return err;
+  const int a_box_rows = short_a_box_rows(m, cfg);
+  if (err = encode_a_tiles(a, m, k, cfg, a_box_rows, maps.a); !err.empty()) return err;
   if (err = encode_operand("b", b, n, k, cfg.block_n, maps.b); !err.empty()) return err;
   const int64_t kblocks = cuda::cdiv(k, cuda::kBlockK);
   cuda::ScaleCopy scale_copy{};
@@ -656,6 +667,7 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
   }
 
   KernelParams p;
+  p.a_box_rows = a_box_rows;
   p.m = m;
   p.n = n;
   p.sched = plan.sched;

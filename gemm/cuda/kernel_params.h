@@ -46,6 +46,7 @@ struct KernelParams {
   // K blocks [0, pair_kblocks) are whole, so the producer may load two of them with one instruction
   // through the TensorMaps *_pair maps (pairs_loads() in tile_configs.h); 0: never.
   int32_t pair_kblocks = 0;
+  int32_t a_box_rows = 0;  // rows of A's TMA box where M < BLOCK_M (maps.a loads only those); 0: the tile's
   // fp32 or UE8M0 (decoded by the scale warp); A scales always arrive as fp32 (the launcher decodes UE8M0
   // ones into an fp32 copy).
   ScaleFormat b_scale_format = ScaleFormat::kF32;

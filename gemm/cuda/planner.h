@@ -270,13 +270,10 @@ inline bool k_split_planned(const Plan& p, const GpuSlots& gpu) {
 
 // Tiles narrower than kMinWideTileCols (64x32) won only on long K (1.5-15 % at K >= 7168, H100, forced
 // plans); at K <= 1536 they lost 1-4 % to 64x64, whose units cost them half as many drains and epilogues.
-// Below kMinNarrowTileRows rows the same plans lost 3-15 % where they won at 32-64 rows: most of their
-// A box, twice their B box, lies past M, rows that TMA zero-fills (docs/cuda.md).
 constexpr int kMinWideTileCols = 64;
 constexpr int kMinNarrowTileKBlocks = 32;
-constexpr int64_t kMinNarrowTileRows = 32;
-inline bool narrow_tile_planned(const TileConfig& c, int64_t m, int64_t k) {
-  return c.block_n >= kMinWideTileCols || (cdiv(k, kBlockK) >= kMinNarrowTileKBlocks && m >= kMinNarrowTileRows);
+inline bool narrow_tile_planned(const TileConfig& c, int64_t k) {
+  return c.block_n >= kMinWideTileCols || cdiv(k, kBlockK) >= kMinNarrowTileKBlocks;
 }
 
 // The cheapest plan under the model; ties keep the earlier (smaller) config, whole tiles before stream-K
@@ -301,7 +298,7 @@ inline Plan choose_plan(int64_t m, int64_t n, int64_t k, const GpuSlots& gpu, in
   };
   const bool splits = k_splits_planned(m, n, gpu);
   for (int cfg = 0; cfg < kNumTileConfigs; ++cfg) {
-    if (is_paired_twin(cfg) || !narrow_tile_planned(kTileConfigs[cfg], m, k)) continue;
+    if (is_paired_twin(cfg) || !narrow_tile_planned(kTileConfigs[cfg], k)) continue;
     consider(make_plan(cfg, false, 1, m, n, k, gpu, out_bytes));
     const Plan sk = make_plan(cfg, true, 1, m, n, k, gpu, out_bytes);
     if (sk.stream_k()) consider(sk);  // whole waves: the same as the whole-tile plan
