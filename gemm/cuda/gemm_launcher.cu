@@ -190,8 +190,8 @@ int short_a_box_rows(int64_t m, const TileConfig& cfg) {
 
 // A's map for tiles of `cfg`: a cluster's CTAs each load (and multicast) a slice of the A tile; a problem
 // shorter than a tile loads short_rows rows (short_a_box_rows) where that is not 0.
-std::string encode_a_tiles(const Operand& a, int64_t m, int64_t k, const TileConfig& cfg, int short_rows,
-                           CUtensorMap& map) {
+std::string encode_a_tiles(const Operand& a, int64_t m, int64_t k, const TileConfig& cfg, CUtensorMap& map,
+                           int short_rows = 0) {
   return encode_operand("a", a, m, k, short_rows > 0 ? short_rows : cfg.block_m / cfg.cluster_n, map);
 }
 
@@ -553,7 +553,7 @@ std::string launch_grouped(const GemmArgs& args, const Workspace& workspace, cud
   if (err = prepare_operand("b", args.b, groups * n, k, args.b_stride_n, args.b_stride_k, workspace, repacks, b);
       !err.empty()) return err;
   TensorMaps maps{};
-  if (err = encode_a_tiles(a, m, k, cfg, 0, maps.a); !err.empty()) return err;
+  if (err = encode_a_tiles(a, m, k, cfg, maps.a); !err.empty()) return err;
   if (err = encode_operand("b", b, groups * n, k, cfg.block_n, maps.b); !err.empty()) return err;
   // 128+-row tiles load their A scales by TMA, as the dense ones do; segments start at any row, so the
   // boxes start aligned below the tile (a_scale_box_row()). The masked layout's only where TMA reads them
@@ -640,7 +640,7 @@ std::string launch_with_plan(const GemmArgs& args, const Workspace& workspace, v
       !err.empty()) return err;
   TensorMaps maps{};
   const int a_box_rows = short_a_box_rows(m, cfg);
-  if (err = encode_a_tiles(a, m, k, cfg, a_box_rows, maps.a); !err.empty()) return err;
+  if (err = encode_a_tiles(a, m, k, cfg, maps.a, a_box_rows); !err.empty()) return err;
   if (err = encode_operand("b", b, n, k, cfg.block_n, maps.b); !err.empty()) return err;
   const int64_t kblocks = cuda::cdiv(k, cuda::kBlockK);
   cuda::ScaleCopy scale_copy{};
