@@ -24,8 +24,8 @@
 --vs BASE_LIB: a kernel A/B: each shape's planned plan (this library's planner) forced through this
          library and BASE_LIB (a shim built from the code before the change), each checked against the
          fp32 reference first, then timed in --rounds shuffled rounds of --iters calls; As M-major, as the
-         benchmark gives it. Shapes: DeepSeek-V3 decode (M = 1..128) and a large set; prints new/base per
-         shape and the geomean per set. A change is kept only if no set is slower.
+         benchmark gives it. Shapes: DeepSeek-V3 decode (M = 1..128), a large set and ragged M; prints
+         new/base per shape and the geomean per set. A change is kept only if no set is slower.
 Timing: CUDA events, a 256 MB buffer written before each iteration (cold L2), median.
 """
 
@@ -481,6 +481,9 @@ def ab(be: Backend, results: str, base: dict, rounds: int, iters: int, out_path:
 VS_SETS = {
     "decode": mnk_grid(DS_DECODE_MS, DS_NK),
     "large": mnk_grid((512, 4096), [(2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168)]),
+    # M not a multiple of any tile's rows, as a serving batch has it: the last M block is partly empty.
+    "ragged": mnk_grid((40, 96, 200, 1000), [(2112, 7168), (4096, 7168), (7168, 2048), (24576, 1536)])
+    + [(192, 7168, 16384)],
 }
 
 
