@@ -21,8 +21,9 @@
          reference first, interleaved in shuffled rounds; prints base, new, new/base, the fastest plan
          and DeepGEMM's time from the file (--ab-shapes adds shapes without one); --ab-out FILE.jsonl
          keeps every plan's median in the format of tests/cuda/planner_timings.jsonl.
---vs BASE_LIB: a kernel A/B: each shape's planned plan (this library's planner) forced through this
-         library and BASE_LIB (a shim built from the code before the change), each checked against the
+--vs BASE_LIB: a kernel A/B: each shape's planned plan run through this library and BASE_LIB (a shim
+         built from the code before the change; each with its own planner's plan, so that a new tile
+         row is measured against what the base plans in its place), each checked against the
          fp32 reference first, then timed in --rounds shuffled rounds of --iters calls; As M-major, as the
          benchmark gives it. Shapes: DeepSeek-V3 decode (M = 1..128), a large set and ragged M; prints
          new/base per shape and the geomean per set. A change is kept only if no set is slower.
@@ -498,17 +499,19 @@ def vs(be: Backend, base_lib: str, rounds: int, iters: int) -> list[str]:
             a_s = a_s.t().contiguous().t()
             ref = reference(a, b, a_s, b_s)
             out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
-            p = be.plan(m, n, k)
-            runs = {tag: (lambda lib=lib: lib.gemm(a, b, a_s, b_s, out=out, config=p[0], stream_k=bool(p[3]),
-                                                   k_split=p[6]))
+            plans = {tag: lib.plan(m, n, k) for tag, lib in (("base", base), ("new", be))}
+            runs = {tag: (lambda lib=lib, p=plans[tag]: lib.gemm(a, b, a_s, b_s, out=out, config=p[0],
+                                                                 stream_k=bool(p[3]), k_split=p[6]))
                     for tag, lib in (("base", base), ("new", be))}
+            keys = {tag: plan_key(p[0], p[3], p[6]) for tag, p in plans.items()}
             bad = [tag for tag, run in runs.items() if not close(run(), ref)[0]]
             if bad:
-                fails += [f"{m}x{n}x{k} plan {plan_key(p[0], p[3], p[6])}: {tag} wrong" for tag in bad]
+                fails += [f"{m}x{n}x{k} plan {keys[tag]}: {tag} wrong" for tag in bad]
                 continue
             med = interleaved_medians(runs, rounds, iters)
             ratios.append(med["new"] / med["base"])
-            print(f"{name:>6} {f'{m}x{n}x{k}':>16} {plan_key(p[0], p[3], p[6]):>8} {med['base']:9.2f} "
+            plan = keys["new"] if keys["new"] == keys["base"] else f"{keys['base']}->{keys['new']}"
+            print(f"{name:>6} {f'{m}x{n}x{k}':>16} {plan:>8} {med['base']:9.2f} "
                   f"{med['new']:9.2f} {ratios[-1]:8.3f}", flush=True)
         if ratios:
             print(f"{name}: new/base geomean {geomean(ratios):.4f} over "
