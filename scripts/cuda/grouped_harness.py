@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import math
 import sys
 from pathlib import Path
 
 import torch
 
-from tune import ALLOC, OUT_FORMATS, GemmArgs, _allocate, _workspace, interleaved_medians
+from tune import ALLOC, OUT_FORMATS, GemmArgs, _allocate, _workspace, geomean, interleaved_medians
 
 
 class Grouped:
@@ -89,7 +88,7 @@ def vs(new_lib: str, base_lib: str, rounds: int, iters: int) -> int:
         ratios.append(med["new"] / med["base"])
         print(f"{shape.label:>36} base {med['base']:9.1f} us  new {med['new']:9.1f} us  new/base {ratios[-1]:.3f}  "
               f"{2 * m * n * k / med['new'] / 1e6:6.0f} TFLOP/s", flush=True)
-    print(f"new/base geomean {math.exp(sum(map(math.log, ratios)) / len(ratios)):.4f} over {len(ratios)} cases; "
+    print(f"new/base geomean {geomean(ratios):.4f} over {len(ratios)} cases; "
           f"outputs not bitwise equal on: {differ or 'none'}; beyond 1e-2: {wrong or 'none'}")
     return 1 if wrong else 0
 

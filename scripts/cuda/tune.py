@@ -489,7 +489,7 @@ VS_SETS = {
 
 
 def vs(be: Backend, base_lib: str, rounds: int, iters: int) -> list[str]:
-    base = Backend(base_lib)
+    libs = {"base": Backend(base_lib), "new": be}
     fails = []
     print(f"{'set':>6} {'shape':>16} {'plan':>8} {'base us':>9} {'new us':>9} {'new/base':>8}")
     for name, shapes in VS_SETS.items():
@@ -499,10 +499,10 @@ def vs(be: Backend, base_lib: str, rounds: int, iters: int) -> list[str]:
             a_s = a_s.t().contiguous().t()
             ref = reference(a, b, a_s, b_s)
             out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
-            plans = {tag: lib.plan(m, n, k) for tag, lib in (("base", base), ("new", be))}
+            plans = {tag: lib.plan(m, n, k) for tag, lib in libs.items()}
             runs = {tag: (lambda lib=lib, p=plans[tag]: lib.gemm(a, b, a_s, b_s, out=out, config=p[0],
                                                                  stream_k=bool(p[3]), k_split=p[6]))
-                    for tag, lib in (("base", base), ("new", be))}
+                    for tag, lib in libs.items()}
             keys = {tag: plan_key(p[0], p[3], p[6]) for tag, p in plans.items()}
             bad = [tag for tag, run in runs.items() if not close(run(), ref)[0]]
             if bad:
