@@ -1,6 +1,6 @@
 """CPU backend checks (gemm/cpu/): layouts read from strides, both FP8 formats, every output format,
-ragged shapes, exact FP8 decoding, rounding, NaN confinement, thread-count determinism and each
-vector ISA path. Every case compares against the float64 reference of tests/_helpers.py on fresh
+ragged shapes, a few rows (the dot kernel), exact FP8 decoding, rounding, NaN confinement,
+thread-count determinism and each vector ISA path. Every case compares against the float64 reference of tests/_helpers.py on fresh
 random data with distinct signed per-block scales.
 """
 
@@ -31,6 +31,9 @@ NAN_BYTES = {torch.float8_e4m3fn: (0x7F, 0xFF), torch.float8_e4m3fnuz: (0x80,)}
 # Rows the backend decodes per chunk (kMaxChunkRows in gemm/cpu/gemm_launcher.cpp): crossing it
 # exercises the chunk loop.
 CHUNK_ROWS = 1024
+# Row counts the dot kernel takes (kDotMaxRows in gemm/cpu/tile_configs.h: up to 4 with AVX-512 and
+# AVX2, 2 with SSE2 and the portable path), and one past them.
+DOT_ROWS = (1, 2, 3, 4, 5)
 
 
 @pytest.fixture(autouse=True)
@@ -62,6 +65,17 @@ def test_layouts_formats_outputs(kernel, fp8_dtype, out_dtype, layout):
 def test_ragged_shapes(kernel, m, n, k):
     a, b, a_scale, b_scale = make_inputs(m, n, k, seed=m + n + k)
     # (1, 1, 1) has a single product: its magnitude is that of one FP8 pair times two scales.
+    min_ref = 1.0 if k >= SCALE_BLOCK_K else 1e-6
+    assert_close_gemm(run(kernel, a, b, a_scale, b_scale), reference_gemm(a, b, a_scale, b_scale), min_ref)
+
+
+@pytest.mark.kernels_ci
+@pytest.mark.parametrize("m", DOT_ROWS)
+@pytest.mark.parametrize("n,k", [(1, 1), (5, 17), (70, 300), (130, 129)])
+def test_few_rows(kernel, m, n, k):
+    # N narrower than the dot kernel's column group (1, 5) and a last group overlapping the one
+    # before (70, 130); K ending inside a vector (1, 17, 300, 129).
+    a, b, a_scale, b_scale = make_inputs(m, n, k, seed=m * n + k)
     min_ref = 1.0 if k >= SCALE_BLOCK_K else 1e-6
     assert_close_gemm(run(kernel, a, b, a_scale, b_scale), reference_gemm(a, b, a_scale, b_scale), min_ref)
 
@@ -105,14 +119,23 @@ def test_decodes_every_code_exactly(kernel, fp8_dtype):
     for b in (rows, rows.t().contiguous().t()):  # K-major, then N-major (transpose-free vector path)
         out = run(kernel, identity, b, torch.ones(k, k_blocks), torch.ones(1, k_blocks), torch.float32)
         torch.testing.assert_close(out.t(), decoded, rtol=0, atol=0)
+    # Through the dot kernel (three rows of A, B read in place): one-hot rows of A pick a column of
+    # B holding every code, in a full vector, and in a ragged K end (k = 200: 192..199).
+    for k, picks in ((256, [0, 17, 255]), (200, [5, 130, 199])):
+        b = torch.stack([codes.roll(shift) for shift in range(256)])[:, :k].view(fp8_dtype)  # [256, k]
+        one_hot = torch.zeros(3, k)
+        one_hot[range(3), picks] = 1
+        k_blocks = ceil_div(k, SCALE_BLOCK_K)
+        out = run(kernel, one_hot.to(fp8_dtype), b, torch.ones(3, k_blocks), torch.ones(2, k_blocks), torch.float32)
+        torch.testing.assert_close(out, b.float()[:, picks].t(), rtol=0, atol=0)
 
 
 @pytest.mark.kernels_ci
 @pytest.mark.parametrize("fp8_dtype", FP8_DTYPES)
-def test_nan_stays_in_its_row(kernel, fp8_dtype):
-    m, n, k = 20, 96, 256
+@pytest.mark.parametrize("m,nan_row", [(20, 9), (3, 1)])  # the micro-kernel, the dot kernel
+def test_nan_stays_in_its_row(kernel, fp8_dtype, m, nan_row):
+    n, k = 96, 256
     a, b, a_scale, b_scale = make_inputs(m, n, k, fp8_dtype=fp8_dtype, seed=5)
-    nan_row = 9
     a_bytes = a.view(torch.uint8).clone()
     a_bytes[nan_row, 130] = NAN_BYTES[fp8_dtype][0]
     a = a_bytes.view(fp8_dtype)
@@ -125,9 +148,10 @@ def test_nan_stays_in_its_row(kernel, fp8_dtype):
 
 @pytest.mark.kernels_ci
 @pytest.mark.parametrize("fp8_dtype", FP8_DTYPES)
-def test_nan_in_b_stays_in_its_column(kernel, fp8_dtype):
+@pytest.mark.parametrize("m", [12, 2])  # the micro-kernel, the dot kernel
+def test_nan_in_b_stays_in_its_column(kernel, fp8_dtype, m):
     # Every NaN code of the format, in a row of B the vector decoder reads (full 16 x 16 blocks).
-    m, n, k = 12, 64, 256
+    n, k = 64, 256
     a, b, a_scale, b_scale = make_inputs(m, n, k, fp8_dtype=fp8_dtype, seed=12)
     b_bytes = b.view(torch.uint8).clone()
     nan_cols = [5, 40][: len(NAN_BYTES[fp8_dtype])]
@@ -181,8 +205,9 @@ def test_scale_block_index_matters(kernel):
 
 
 @pytest.mark.kernels_ci
-def test_bitwise_deterministic_across_threads(kernel):
-    a, b, a_scale, b_scale = make_inputs(45, 330, 640, seed=11)
+@pytest.mark.parametrize("m", [45, 3])
+def test_bitwise_deterministic_across_threads(kernel, m):
+    a, b, a_scale, b_scale = make_inputs(m, 330, 640, seed=11)
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
@@ -203,7 +228,8 @@ ISA_SCRIPT = textwrap.dedent(
     import kernels, torch
     from _helpers import make_inputs, reference_gemm, assert_close_gemm, FP8_DTYPES, REPO_ID, KERNEL_VERSION
     kernel = kernels.get_kernel(REPO_ID, version=KERNEL_VERSION)
-    for m, n, k in [(1, 64, 128), (17, 100, 300), (40, 257, 640)]:
+    for m, n, k in [(1, 64, 128), (17, 100, 300), (40, 257, 640), (1, 5, 17), (2, 130, 129), (3, 70, 300),
+                    (4, 37, 200)]:
         for dtype in FP8_DTYPES:
             a, b, a_scale, b_scale = make_inputs(m, n, k, fp8_dtype=dtype, seed=m)
             assert_close_gemm(kernel.gemm(a, b, a_scale, b_scale), reference_gemm(a, b, a_scale, b_scale))
@@ -216,6 +242,12 @@ ISA_SCRIPT = textwrap.dedent(
         for b in (rows, rows.t().contiguous().t()):
             out = kernel.gemm(identity, b, torch.ones(256, 2), torch.ones(1, 2), out_dtype=torch.float32)
             torch.testing.assert_close(out.t(), rows.float(), rtol=0, atol=0)
+        # ... and through its dot kernel: a one-hot row of A picks a column of B holding every code.
+        b = torch.stack([codes.roll(shift) for shift in range(256)])[:, :200].view(dtype)
+        one_hot = torch.zeros(1, 200)
+        one_hot[0, 199] = 1
+        out = kernel.gemm(one_hot.to(dtype), b, torch.ones(1, 2), torch.ones(2, 2), out_dtype=torch.float32)
+        torch.testing.assert_close(out, b.float()[:, 199:].t(), rtol=0, atol=0)
     print("ok")
     """
 )

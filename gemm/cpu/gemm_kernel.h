@@ -2,9 +2,11 @@
 // chunk, over all K blocks (gemm_launcher.cpp describes the blocking).
 //
 // Numerics (the recipe, in this order): for every 128-wide K block kb,
-//   partial[m, n] = sum_k decode(A[m, k]) * decode(B[n, k])       (fp32, k ascending)
+//   partial[m, n] = sum_k decode(A[m, k]) * decode(B[n, k])       (fp32)
 //   acc[m, n]     = acc[m, n] + partial[m, n] * (As[m, kb] * Bs[n / 128, kb])    (fp32)
 // then acc is rounded once to the output format (bf16/fp16: round to nearest even, NaN kept).
+// The micro-kernel sums a partial with k ascending; the dot kernel (groups of a few rows) sums
+// each residue class of k mod the vector width ascending, then the classes in a fixed tree.
 // As and Bs are read as they are stored (fp32, or UE8M0 bytes decoded to the same fp32 value), so
 // UE8M0 and fp32 powers of two give identical results. A and B are decoded scaled by 2^s and 2^-s
 // (fp8_formats.h), which leaves every product, and so every partial, exactly as written.
@@ -79,6 +81,19 @@ inline void decode_panel(const uint8_t* src, int64_t stride_row, int64_t stride_
   }
   for (int64_t r = valid_rows; r < padded_rows; ++r)
     for (int64_t k = 0; k < k_len; ++k) dst[k * padded_rows + r] = 0.0f;
+}
+
+// Decodes fp8 src[row_at(row_index, r) * stride_row + k * stride_k] (r < rows, k < k_len) into
+// dst[r * kScaleBlockK + k] (a dot tile's packed A), and zeros k_len..kScaleBlockK: whole vectors
+// past a ragged K end add nothing.
+inline void decode_rows(const uint8_t* src, int64_t stride_row, int64_t stride_k, int64_t rows,
+                        int64_t k_len, const float* table, float* dst, const int64_t* row_index) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* row = src + row_at(row_index, r) * stride_row;
+    float* out = dst + r * kScaleBlockK;
+    for (int64_t k = 0; k < k_len; ++k) out[k] = table[row[k * stride_k]];
+    std::fill(out + k_len, out + kScaleBlockK, 0.0f);
+  }
 }
 
 // One stage of an in-register square transpose: swaps the off-diagonal kBlock x kBlock blocks of
@@ -160,6 +175,115 @@ inline void decode_panel_vector(const uint8_t* src, int64_t stride_row, int64_t 
   }
   decode_panel(src, stride_row, stride_k, valid_rows, padded_rows, k_len, decoder.operand_table,
                dst, vector_rows, vector_k);
+}
+
+// One round of sum_each_vector: a and b become one vector whose lanes with bit kWidth clear hold
+// a's lanes pairwise summed (lane j + lane j + kWidth), and whose other lanes hold b's.
+template <class Float, int kLanes, int kWidth, int... kLane>
+inline Float fold_pair(Float a, Float b, std::integer_sequence<int, kLane...>) {
+  const Float low =
+      __builtin_shufflevector(a, b, ((kLane & kWidth) ? kLane - kWidth + kLanes : kLane)...);
+  const Float high =
+      __builtin_shufflevector(a, b, ((kLane & kWidth) ? kLane + kLanes : kLane + kWidth)...);
+  return low + high;
+}
+
+// Lane j of the result is the sum of the lanes of v[j], for kCount = kLanes vectors (v is
+// overwritten): log2(kLanes) rounds of fold_pair, halving the vectors each round.
+template <class Float, int kLanes, int kCount = kLanes>
+inline Float sum_each_vector(Float* v) {
+  if constexpr (kCount == 1) {
+    return v[0];
+  } else {
+    constexpr int kWidth = kCount / 2;
+#pragma GCC unroll 16
+    for (int i = 0; i < kWidth; ++i)
+      v[i] = fold_pair<Float, kLanes, kWidth>(v[i], v[i + kWidth],
+                                              std::make_integer_sequence<int, kLanes>{});
+    return sum_each_vector<Float, kLanes, kWidth>(v);
+  }
+}
+
+// A dot tile (kRows rows, packed A row-major) against `cols` >= kCols columns of B read in place
+// (K-major, b_stride_n apart), all K blocks, kCols columns at a time, so that each column is one
+// sequential stream: each (row, column) vector sums the products of one residue class of k mod
+// kLanes, sum_each_vector closes the K block, and acc[i][n] += partial * (As * Bs) as in the
+// micro-kernel.
+template <class Isa, int kRows, int kCols>
+inline void dot_tile(const ChunkPlan& plan, int64_t tile_index, const uint8_t* b,
+                     const ScaleView& b_scale, int64_t n_begin, int64_t cols, float* acc) {
+  using Cfg = TileConfig<Isa>;
+  using Vec = typename VectorTypes<Isa>::Float;
+  constexpr int kLanes = VectorTypes<Isa>::kLanes;
+  static_assert(kRows * kCols <= kLanes, "one reduction closes a K block");
+  const GemmArgs& g = *plan.args;
+  const RowTile& tile = plan.tiles[tile_index];
+  for (int64_t next = 0; next < cols; next += kCols) {
+    // The last group overlaps the one before instead of running past the last column; only its
+    // new columns are written.
+    const int64_t c0 = std::min(next, cols - kCols);
+    const uint8_t* first_column = b + c0 * g.b_stride_n;
+    for (int64_t kb = 0; kb < plan.k_blocks; ++kb) {
+      const int64_t k_begin = kb * kScaleBlockK;
+      const int64_t k_len = std::min(kScaleBlockK, g.k - k_begin);
+      const float* a = plan.a_pack + (kb * plan.num_tiles + tile_index) * kScaleBlockK * Cfg::kMR;
+      Vec sum[kLanes] = {};
+      const auto accumulate = [&](int64_t k, auto&& b_vector) {
+        Vec a_vector[kRows];
+#pragma GCC unroll 16
+        for (int i = 0; i < kRows; ++i)
+          std::memcpy(&a_vector[i], a + i * kScaleBlockK + k, sizeof(Vec));
+#pragma GCC unroll 16
+        for (int c = 0; c < kCols; ++c) {
+          const Vec b_value = b_vector(c);
+#pragma GCC unroll 16
+          for (int i = 0; i < kRows; ++i) sum[i * kCols + c] += b_value * a_vector[i];
+        }
+      };
+      const int64_t vector_k = k_len / kLanes * kLanes;
+      for (int64_t k = 0; k < vector_k; k += kLanes)
+        accumulate(k, [&](int c) {
+          return decode_operand_vector<Isa>(first_column + c * g.b_stride_n + k_begin + k,
+                                            *plan.b_decoder);
+        });
+      if (vector_k < k_len) {
+        // The ragged K end: B's last bytes in a zeroed vector's worth (A is zero past k_len).
+        accumulate(vector_k, [&](int c) {
+          uint8_t tail[kLanes] = {};
+          std::memcpy(tail, first_column + c * g.b_stride_n + k_begin + vector_k, k_len - vector_k);
+          return decode_operand_vector<Isa>(tail, *plan.b_decoder);
+        });
+      }
+      float partial[kLanes];
+      const Vec sums = sum_each_vector<Vec, kLanes>(sum);
+      std::memcpy(partial, &sums, sizeof(partial));
+      const float b_scale_value = b_scale.at(n_begin / kScaleBlockN, kb);
+      for (int i = 0; i < kRows; ++i) {
+        const float scale =
+            plan.a_scale.at(row_at(plan.row_index, tile.position + i), kb) * b_scale_value;
+        for (int64_t c = next - c0; c < kCols; ++c)
+          acc[i * kTileN + c0 + c] += partial[i * kCols + c] * scale;
+      }
+    }
+  }
+}
+
+// dot_tile for the tile's row count, dot_columns(rows) columns at a time (one at a time for a
+// strip narrower than that, N's ragged end).
+template <class Isa, int kRows = TileConfig<Isa>::kDotMaxRows>
+inline void dot_tile_rows(int64_t rows, const ChunkPlan& plan, int64_t tile_index, const uint8_t* b,
+                          const ScaleView& b_scale, int64_t n_begin, int64_t cols, float* acc) {
+  if constexpr (kRows > 1) {
+    if (rows < kRows) {
+      dot_tile_rows<Isa, kRows - 1>(rows, plan, tile_index, b, b_scale, n_begin, cols, acc);
+      return;
+    }
+  }
+  constexpr int kCols = dot_columns<Isa>(kRows);
+  if (cols >= kCols)
+    dot_tile<Isa, kRows, kCols>(plan, tile_index, b, b_scale, n_begin, cols, acc);
+  else
+    dot_tile<Isa, kRows, 1>(plan, tile_index, b, b_scale, n_begin, cols, acc);
 }
 
 // Strips of kNR columns one micro-kernel call covers: a row's partials are chains of dependent FMAs
@@ -248,30 +372,16 @@ inline void store_tile(const float* acc, int64_t rows, int64_t cols, T* c, int64
   }
 }
 
-// One task: a kTileN-column strip times a run of row tiles of one piece, all K blocks, with the
-// piece's group of B. `scratch` holds the decoded B panel then the fp32 accumulator tile.
+// Row tiles [tile_begin, tile_end) against the kTileN-column strip at n_begin (`cols` wide), all
+// K blocks: each K block of B is decoded into b_pack once and reused by every tile.
 template <class Isa>
-inline void run_task(const ChunkPlan& plan, int64_t task, float* scratch) {
+inline void panel_tiles(const ChunkPlan& plan, int64_t tile_begin, int64_t tile_end,
+                        const uint8_t* b_bytes, const ScaleView& b_scale, int64_t n_begin,
+                        int64_t cols, float* b_pack, float* acc) {
   using Cfg = TileConfig<Isa>;
   const GemmArgs& g = *plan.args;
-  const Piece& piece = find_piece(plan, task);
-  const int64_t local_task = task - piece.task_begin;
-  const int64_t n_tile = local_task % plan.n_tiles;
-  const int64_t tile_begin = piece.tile_begin + local_task / plan.n_tiles * piece.tiles_per_split;
-  const int64_t tile_end = std::min(piece.tile_end, tile_begin + piece.tiles_per_split);
-  const int64_t position_begin = plan.tiles[tile_begin].position;
-  const RowTile& last = plan.tiles[tile_end - 1];
-  const int64_t rows = last.position + last.rows - position_begin;
-  const int64_t n_begin = n_tile * kTileN;
-  const int64_t cols = std::min(kTileN, g.n - n_begin);
   const int64_t strips = ceil_div(cols, Cfg::kNR);
-
-  float* b_pack = scratch;
-  float* acc = scratch + kTileN * kScaleBlockK;
-  std::fill(acc, acc + rows * kTileN, 0.0f);
-
-  const auto* b_bytes = static_cast<const uint8_t*>(g.b) + piece.group * g.b_stride_group;
-  const ScaleView b_scale = plan.b_scale.offset(piece.group * g.b_scale_stride_group);
+  const int64_t position_begin = plan.tiles[tile_begin].position;
   for (int64_t kb = 0; kb < plan.k_blocks; ++kb) {
     const int64_t k_begin = kb * kScaleBlockK;
     const int64_t k_len = std::min(kScaleBlockK, g.k - k_begin);
@@ -307,6 +417,35 @@ inline void run_task(const ChunkPlan& plan, int64_t task, float* scratch) {
       micro_kernel_rows<Isa>(row_tile.rows, strips, a_panel, b_pack, k_len, acc_tile, kTileN, row_scale);
     }
   }
+}
+
+// One task: a kTileN-column strip times a run of row tiles of one piece, all K blocks, with the
+// piece's group of B. `scratch` holds the decoded B panel then the fp32 accumulator tile.
+template <class Isa>
+inline void run_task(const ChunkPlan& plan, int64_t task, float* scratch) {
+  const GemmArgs& g = *plan.args;
+  const Piece& piece = find_piece(plan, task);
+  const int64_t local_task = task - piece.task_begin;
+  const int64_t n_tile = local_task % plan.n_tiles;
+  const int64_t tile_begin = piece.tile_begin + local_task / plan.n_tiles * piece.tiles_per_split;
+  const int64_t tile_end = std::min(piece.tile_end, tile_begin + piece.tiles_per_split);
+  const int64_t position_begin = plan.tiles[tile_begin].position;
+  const RowTile& last = plan.tiles[tile_end - 1];
+  const int64_t rows = last.position + last.rows - position_begin;
+  const int64_t n_begin = n_tile * kTileN;
+  const int64_t cols = std::min(kTileN, g.n - n_begin);
+
+  float* b_pack = scratch;
+  float* acc = scratch + kTileN * kScaleBlockK;
+  std::fill(acc, acc + rows * kTileN, 0.0f);
+
+  const auto* b_bytes = static_cast<const uint8_t*>(g.b) + piece.group * g.b_stride_group;
+  const ScaleView b_scale = plan.b_scale.offset(piece.group * g.b_scale_stride_group);
+  if (plan.tiles[tile_begin].dot)
+    dot_tile_rows<Isa>(rows, plan, tile_begin, b_bytes + n_begin * g.b_stride_n, b_scale, n_begin,
+                       cols, acc);
+  else
+    panel_tiles<Isa>(plan, tile_begin, tile_end, b_bytes, b_scale, n_begin, cols, b_pack, acc);
 
   // Rows of the task by position: c is indexed through the row list, if any.
   const bool identity = plan.row_index == nullptr;

@@ -8,6 +8,8 @@
 // block of it at a time into a packed panel ([k][kNR] per strip, hot in L1/L2) and reuses it for
 // every row tile of its run. The micro-kernel keeps a kMR x kNR partial product in vector registers
 // for one K block, then promotes it into the task's fp32 accumulator tile with the per-row scale.
+// A group of at most a few rows (decode) is one tile that the dot kernel computes instead, from
+// B read in place: there a B panel would be decoded and transposed for a single use.
 //
 // Grouped GEMMs run the same path: each group's rows (a range, read in place for contiguous groups
 // and the masked layout's blocks; or rows gathered by id) become its own row tiles, a chunk may hold
@@ -71,12 +73,14 @@ struct IsaPath {
   QuantizeRowsFn quantize_rows;
   bool (*supported)();
   int64_t row_tile;
+  int64_t dot_max_rows;
   const char* name;
 };
 
 template <class Isa>
 constexpr IsaPath make_path(RunTaskFn run, QuantizeRowsFn quantize) {
-  return {run, quantize, &Isa::supported, TileConfig<Isa>::kMR, Isa::kName};
+  return {run, quantize, &Isa::supported, TileConfig<Isa>::kMR, TileConfig<Isa>::kDotMaxRows,
+          Isa::kName};
 }
 
 // Widest first.
@@ -190,7 +194,8 @@ std::string gemm_launch(const GemmArgs& args, const Workspace& workspace, void* 
   const int64_t threads = std::max<int64_t>(1, at::get_num_threads());
   const std::vector<ChunkSchedule> chunks =
       plan_chunks(segments, args.k, n_tiles, path->row_tile,
-                  plan_chunk_tiles(k_blocks, path->row_tile), threads);
+                  plan_chunk_tiles(k_blocks, path->row_tile), threads,
+                  args.b_stride_k == 1 ? path->dot_max_rows : 0);
   if (chunks.empty()) return {};  // every group empty: nothing to write
   size_t max_tiles = 0;
   int64_t max_slots = 0;
@@ -243,10 +248,15 @@ std::string gemm_launch(const GemmArgs& args, const Workspace& workspace, void* 
             const int64_t k_begin = kb * kScaleBlockK;
             const uint8_t* src = a_bytes + k_begin * args.a_stride_k +
                                  (rows == nullptr ? tile.position * args.a_stride_m : 0);
-            decode_panel(src, args.a_stride_m, args.a_stride_k, tile.rows, path->row_tile,
-                         std::min(kScaleBlockK, args.k - k_begin), a_operand_table.data(),
-                         a_pack + item * kScaleBlockK * path->row_tile, 0, 0,
-                         rows == nullptr ? nullptr : rows + tile.position);
+            const int64_t k_len = std::min(kScaleBlockK, args.k - k_begin);
+            float* dst = a_pack + item * kScaleBlockK * path->row_tile;
+            const int64_t* tile_rows = rows == nullptr ? nullptr : rows + tile.position;
+            if (tile.dot)
+              decode_rows(src, args.a_stride_m, args.a_stride_k, tile.rows, k_len,
+                          a_operand_table.data(), dst, tile_rows);
+            else
+              decode_panel(src, args.a_stride_m, args.a_stride_k, tile.rows, path->row_tile, k_len,
+                           a_operand_table.data(), dst, 0, 0, tile_rows);
           }
         });
 

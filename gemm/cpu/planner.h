@@ -132,12 +132,14 @@ struct ChunkSchedule {
 };
 
 // Every segment becomes row tiles of at most row_tile rows (spread evenly: 16 rows as 8 + 8 rather
-// than 12 + 4, a thin tile is load-bound in the micro-kernel); the tiles, in segment order, are cut
-// into chunks of at most chunk_tiles. Within a chunk each segment's tiles are a piece whose row
-// splits are planned with the piece's share of the threads.
+// than 12 + 4, a thin tile is load-bound in the micro-kernel); a segment of at most dot_max_rows
+// rows is one tile for the dot kernel (0: none, as when B is not K-major). The tiles, in segment
+// order, are cut into chunks of at most chunk_tiles. Within a chunk each segment's tiles are a
+// piece whose row splits are planned with the piece's share of the threads.
 inline std::vector<ChunkSchedule> plan_chunks(const std::vector<Segment>& segments, int64_t k,
                                               int64_t n_tiles, int64_t row_tile,
-                                              int64_t chunk_tiles, int64_t threads) {
+                                              int64_t chunk_tiles, int64_t threads,
+                                              int64_t dot_max_rows) {
   std::vector<ChunkSchedule> chunks;
   for (const Segment& segment : segments) {
     const int64_t tiles = ceil_div(segment.rows, row_tile);
@@ -148,7 +150,9 @@ inline std::vector<ChunkSchedule> plan_chunks(const std::vector<Segment>& segmen
       ChunkSchedule& chunk = chunks.back();
       const int64_t tile = static_cast<int64_t>(chunk.tiles.size());
       if (i == 0 || tile == 0) chunk.pieces.push_back({segment.group, tile, tile, 1, 0});
-      chunk.tiles.push_back({segment.begin + i * tile_rows, std::min(tile_rows, segment.rows - i * tile_rows)});
+      chunk.tiles.push_back({segment.begin + i * tile_rows,
+                             std::min(tile_rows, segment.rows - i * tile_rows),
+                             segment.rows <= dot_max_rows});
       chunk.pieces.back().tile_end = tile + 1;
     }
   }

@@ -12,6 +12,12 @@ namespace gemm::cpu {
 constexpr int64_t kTileN = 64;
 static_assert(kScaleBlockN % kTileN == 0, "a column tile must not straddle a B scale block");
 
+// Most rows the dot kernel takes (gemm_kernel.h, dot_tile), measured: past them, decoding B once
+// into a panel shared by the rows costs less than decoding it for every dot product. The
+// arithmetic decoder (no hardware binary16 conversion) holds more registers: fewer rows.
+constexpr int kDotRowsCap = 4;
+constexpr int kDotRowsCapArithmeticDecode = 2;
+
 // Vectors per micro-tile row: two independent B loads per k step.
 constexpr int kVectorsPerRow = 2;
 // One register for the broadcast A value.
@@ -37,13 +43,28 @@ struct TileConfig {
       (Isa::kVectorRegisters - kVectorsPerRow - kBroadcastRegisters - kCompilerRegisters) /
       kVectorsPerRow;
   static_assert(kTileN % kNR == 0, "a column tile is a whole number of micro-tile strips");
+  // Rows the dot kernel takes; at most kMR, so that such a group is a single row tile.
+  static constexpr int kDotMaxRows =
+      Isa::kConvertsFp16 ? (kMR < kDotRowsCap ? kMR : kDotRowsCap) : kDotRowsCapArithmeticDecode;
 };
+
+// Columns the dot kernel runs side by side for `rows` rows: at most kLanes accumulators, so that
+// one reduction of kLanes vectors closes a K block.
+template <class Isa>
+constexpr int dot_columns(int rows) {
+  int rows_pow2 = 1;
+  while (rows_pow2 < rows) rows_pow2 *= 2;
+  return VectorTypes<Isa>::kLanes / rows_pow2;
+}
 
 // The schedule of one chunk (built by planner.h, read by the kernel). A row tile is at most kMR
 // consecutive positions of one group; positions are rows, or index a row list sorted by group.
 struct RowTile {
   int64_t position;
   int64_t rows;
+  // Computed by dot products along K (gemm_kernel.h, dot_tile), its packed A row-major; the
+  // planner marks only the single tile of a group of at most kDotMaxRows rows, B K-major.
+  bool dot;
 };
 
 // Row tiles of one chunk that belong to one group, and the tasks over them.
