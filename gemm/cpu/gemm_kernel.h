@@ -204,14 +204,43 @@ inline Float sum_each_vector(Float* v) {
   }
 }
 
+// Prefetches rows of B a few cache lines a step, spread over the steps of the work before their
+// use: a dot group reads its columns' rows as short interleaved streams (K bytes each, 1 KB for
+// small experts), which the hardware prefetcher picks up too late.
+class RowPrefetch {
+ public:
+  RowPrefetch(const uint8_t* first_row, int64_t stride, int64_t rows, int64_t row_bytes, int64_t steps)
+      : row_(first_row), stride_(stride), rows_left_(rows), row_bytes_(row_bytes),
+        per_step_(ceil_div(rows * ceil_div(row_bytes, static_cast<int64_t>(kCacheLineBytes)),
+                           std::max<int64_t>(steps, 1))) {}
+  void step() {
+    for (int64_t i = 0; i < per_step_ && rows_left_ > 0; ++i) {
+      __builtin_prefetch(row_ + offset_);
+      offset_ += kCacheLineBytes;
+      if (offset_ >= row_bytes_) {
+        offset_ = 0;
+        row_ += stride_;
+        --rows_left_;
+      }
+    }
+  }
+
+ private:
+  const uint8_t* row_;
+  int64_t stride_, rows_left_, row_bytes_, per_step_;
+  int64_t offset_ = 0;
+};
+
 // A dot tile (kRows rows, packed A row-major) against `cols` >= kCols columns of B read in place
 // (K-major, b_stride_n apart), all K blocks, kCols columns at a time, so that each column is one
 // sequential stream: each (row, column) vector sums the products of one residue class of k mod
 // kLanes, sum_each_vector closes the K block, and acc[i][n] += partial * (As * Bs) as in the
-// micro-kernel.
+// micro-kernel. `b_columns` columns from b on are B's (a task's strip and those after it): each
+// group prefetches the next group's.
 template <class Isa, int kRows, int kCols>
 inline void dot_tile(const ChunkPlan& plan, int64_t tile_index, const uint8_t* b,
-                     const ScaleView& b_scale, int64_t n_begin, int64_t cols, float* acc) {
+                     int64_t b_columns, const ScaleView& b_scale, int64_t n_begin, int64_t cols,
+                     float* acc) {
   using Cfg = TileConfig<Isa>;
   using Vec = typename VectorTypes<Isa>::Float;
   constexpr int kLanes = VectorTypes<Isa>::kLanes;
@@ -223,12 +252,17 @@ inline void dot_tile(const ChunkPlan& plan, int64_t tile_index, const uint8_t* b
     // new columns are written.
     const int64_t c0 = std::min(next, cols - kCols);
     const uint8_t* first_column = b + c0 * g.b_stride_n;
+    const int64_t next_group = c0 + kCols;
+    RowPrefetch prefetch(b + next_group * g.b_stride_n, g.b_stride_n,
+                         std::clamp<int64_t>(b_columns - next_group, 0, kCols), g.k,
+                         ceil_div(g.k, static_cast<int64_t>(kLanes)));
     for (int64_t kb = 0; kb < plan.k_blocks; ++kb) {
       const int64_t k_begin = kb * kScaleBlockK;
       const int64_t k_len = std::min(kScaleBlockK, g.k - k_begin);
       const float* a = plan.a_pack + (kb * plan.num_tiles + tile_index) * kScaleBlockK * Cfg::kMR;
       Vec sum[kLanes] = {};
       const auto accumulate = [&](int64_t k, auto&& b_vector) {
+        prefetch.step();
         Vec a_vector[kRows];
 #pragma GCC unroll 16
         for (int i = 0; i < kRows; ++i)
@@ -272,18 +306,20 @@ inline void dot_tile(const ChunkPlan& plan, int64_t tile_index, const uint8_t* b
 // strip narrower than that, N's ragged end).
 template <class Isa, int kRows = TileConfig<Isa>::kDotMaxRows>
 inline void dot_tile_rows(int64_t rows, const ChunkPlan& plan, int64_t tile_index, const uint8_t* b,
-                          const ScaleView& b_scale, int64_t n_begin, int64_t cols, float* acc) {
+                          int64_t b_columns, const ScaleView& b_scale, int64_t n_begin,
+                          int64_t cols, float* acc) {
   if constexpr (kRows > 1) {
     if (rows < kRows) {
-      dot_tile_rows<Isa, kRows - 1>(rows, plan, tile_index, b, b_scale, n_begin, cols, acc);
+      dot_tile_rows<Isa, kRows - 1>(rows, plan, tile_index, b, b_columns, b_scale, n_begin, cols,
+                                    acc);
       return;
     }
   }
   constexpr int kCols = dot_columns<Isa>(kRows);
   if (cols >= kCols)
-    dot_tile<Isa, kRows, kCols>(plan, tile_index, b, b_scale, n_begin, cols, acc);
+    dot_tile<Isa, kRows, kCols>(plan, tile_index, b, b_columns, b_scale, n_begin, cols, acc);
   else
-    dot_tile<Isa, kRows, 1>(plan, tile_index, b, b_scale, n_begin, cols, acc);
+    dot_tile<Isa, kRows, 1>(plan, tile_index, b, b_columns, b_scale, n_begin, cols, acc);
 }
 
 // Strips of kNR columns one micro-kernel call covers: a row's partials are chains of dependent FMAs
@@ -442,8 +478,8 @@ inline void run_task(const ChunkPlan& plan, int64_t task, float* scratch) {
   const auto* b_bytes = static_cast<const uint8_t*>(g.b) + piece.group * g.b_stride_group;
   const ScaleView b_scale = plan.b_scale.offset(piece.group * g.b_scale_stride_group);
   if (plan.tiles[tile_begin].dot)
-    dot_tile_rows<Isa>(rows, plan, tile_begin, b_bytes + n_begin * g.b_stride_n, b_scale, n_begin,
-                       cols, acc);
+    dot_tile_rows<Isa>(rows, plan, tile_begin, b_bytes + n_begin * g.b_stride_n, g.n - n_begin,
+                       b_scale, n_begin, cols, acc);
   else
     panel_tiles<Isa>(plan, tile_begin, tile_end, b_bytes, b_scale, n_begin, cols, b_pack, acc);
 
