@@ -31,9 +31,9 @@ NAN_BYTES = {torch.float8_e4m3fn: (0x7F, 0xFF), torch.float8_e4m3fnuz: (0x80,)}
 # Rows the backend decodes per chunk (kMaxChunkRows in gemm/cpu/gemm_launcher.cpp): crossing it
 # exercises the chunk loop.
 CHUNK_ROWS = 1024
-# Row counts the dot kernel takes (kDotMaxRows in gemm/cpu/tile_configs.h: up to 4 with AVX-512 and
-# AVX2, 2 with SSE2 and the portable path), and one past them.
-DOT_ROWS = (1, 2, 3, 4, 5)
+# Row counts the dot kernel takes (kDotMaxRows in gemm/cpu/tile_configs.h: up to 8 with AVX-512, 4
+# with AVX2, 2 with SSE2 and the portable path), and one past them.
+DOT_ROWS = (1, 2, 3, 4, 5, 8, 9)
 
 
 @pytest.fixture(autouse=True)

@@ -1,5 +1,5 @@
 """Seeded random calls of every entry point, on each device the build serves: shapes drawn from the
-edges (M = 0-5 rows, where the CPU runs its dot kernel, ragged N and K around the 16-lane, 64-column
+edges (M = 0-9 rows, where the CPU runs its dot kernel, ragged N and K around the 16-lane, 64-column
 and 128-block boundaries), operand and scale layouts from strides (contiguous, transposed storage,
 padded rows, slices of a larger tensor), both FP8 formats where the device takes them, fp32 and UE8M0
 scales, every output dtype. Each call is checked against the float64 reference; a narrow output must
@@ -23,7 +23,7 @@ from _helpers import (
 )
 
 CASES = 400
-MS = (0, 1, 2, 3, 4, 5, 7, 13, 33, 130)
+MS = (0, 1, 2, 3, 4, 5, 7, 8, 9, 13, 33, 130)
 NS = (1, 2, 5, 16, 17, 63, 64, 65, 127, 129, 200, 300)
 KS = (1, 2, 15, 16, 17, 100, 127, 128, 129, 255, 300, 640)
 OUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)

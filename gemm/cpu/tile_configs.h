@@ -12,10 +12,10 @@ namespace gemm::cpu {
 constexpr int64_t kTileN = 64;
 static_assert(kScaleBlockN % kTileN == 0, "a column tile must not straddle a B scale block");
 
-// Most rows the dot kernel takes (gemm_kernel.h, dot_tile), measured: past them, decoding B once
-// into a panel shared by the rows costs less than decoding it for every dot product. The
-// arithmetic decoder (no hardware binary16 conversion) holds more registers: fewer rows.
-constexpr int kDotRowsCap = 4;
+// Most rows the dot kernel takes (gemm_kernel.h, dot_tile), measured: past them (one column at a
+// time), decoding B once into a panel shared by the rows costs less. The arithmetic decoder (no
+// hardware binary16 conversion) holds more registers: fewer rows.
+constexpr int kDotRowsCap = 8;
 constexpr int kDotRowsCapArithmeticDecode = 2;
 
 // Vectors per micro-tile row: two independent B loads per k step.
