@@ -181,6 +181,7 @@ def environment(device: torch.device, kernel_info: dict) -> dict:
         env["triton"] = triton.__version__
     except ImportError:
         env["triton"] = None
+    env["device_type"] = device.type
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
         env["device"] = props.name

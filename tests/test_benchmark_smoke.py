@@ -541,6 +541,12 @@ def test_bars_of_linear_and_grouped_suites():
     for text in ("## Bars: linear", "| 4096,2112,7168 | 1.070 |", "## Bars: grouped", ">= 1300: **met**",
                  "bar >= 1.5: **met**"):
         assert text in table, text
+    # The issues set the fused-path and dense-loop bars for the GPU: a CPU run shows no verdict on them.
+    results["env"]["device_type"] = "cpu"
+    table = report.markdown(results)
+    assert "bar >= 1.5: a GPU bar, not applied on the CPU" in table
+    assert "above: a GPU bar, not applied on the CPU" in table
+    assert "matmul_2d faster than every peer on every shape: **missed**" in table  # the CPU's own bar
 
 
 @pytest.mark.kernels_ci
