@@ -244,7 +244,7 @@ inline void dot_tile(const ChunkPlan& plan, int64_t tile_index, const uint8_t* b
   using Cfg = TileConfig<Isa>;
   using Vec = typename VectorTypes<Isa>::Float;
   constexpr int kLanes = VectorTypes<Isa>::kLanes;
-  static_assert(kRows * kCols <= kLanes, "one reduction closes a K block");
+  static_assert(kCols >= 1 && kRows * kCols <= kLanes, "one reduction closes a K block");
   const GemmArgs& g = *plan.args;
   const RowTile& tile = plan.tiles[tile_index];
   for (int64_t next = 0; next < cols; next += kCols) {
