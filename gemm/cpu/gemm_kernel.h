@@ -240,23 +240,35 @@ class RowPrefetch {
 template <class Isa, int kRows, int kCols>
 inline void dot_tile(const ChunkPlan& plan, int64_t tile_index, const uint8_t* b,
                      int64_t b_columns, const ScaleView& b_scale, int64_t n_begin, int64_t cols,
-                     float* acc) {
+                     float* scales, int64_t scales_capacity, float* acc) {
   using Cfg = TileConfig<Isa>;
   using Vec = typename VectorTypes<Isa>::Float;
   constexpr int kLanes = VectorTypes<Isa>::kLanes;
   static_assert(kCols >= 1 && kRows * kCols <= kLanes, "one reduction closes a K block");
   const GemmArgs& g = *plan.args;
   const RowTile& tile = plan.tiles[tile_index];
+  // K blocks in windows whose promotion factors (As * Bs per row) `scales` holds, formed once for
+  // every column group.
+  const int64_t window = std::max<int64_t>(1, scales_capacity / kRows);
+  for (int64_t kb0 = 0; kb0 < plan.k_blocks; kb0 += window) {
+  const int64_t kb1 = std::min(plan.k_blocks, kb0 + window);
+  for (int64_t kb = kb0; kb < kb1; ++kb) {
+    const float b_scale_value = b_scale.at(n_begin / kScaleBlockN, kb);
+    for (int i = 0; i < kRows; ++i)
+      scales[(kb - kb0) * kRows + i] =
+          plan.a_scale.at(row_at(plan.row_index, tile.position + i), kb) * b_scale_value;
+  }
+  const int64_t window_bytes = std::min(g.k, kb1 * kScaleBlockK) - kb0 * kScaleBlockK;
   for (int64_t next = 0; next < cols; next += kCols) {
     // The last group overlaps the one before instead of running past the last column; only its
     // new columns are written.
     const int64_t c0 = std::min(next, cols - kCols);
     const uint8_t* first_column = b + c0 * g.b_stride_n;
     const int64_t next_group = c0 + kCols;
-    RowPrefetch prefetch(b + next_group * g.b_stride_n, g.b_stride_n,
-                         std::clamp<int64_t>(b_columns - next_group, 0, kCols), g.k,
-                         ceil_div(g.k, static_cast<int64_t>(kLanes)));
-    for (int64_t kb = 0; kb < plan.k_blocks; ++kb) {
+    RowPrefetch prefetch(b + next_group * g.b_stride_n + kb0 * kScaleBlockK, g.b_stride_n,
+                         std::clamp<int64_t>(b_columns - next_group, 0, kCols), window_bytes,
+                         ceil_div(window_bytes, static_cast<int64_t>(kLanes)));
+    for (int64_t kb = kb0; kb < kb1; ++kb) {
       const int64_t k_begin = kb * kScaleBlockK;
       const int64_t k_len = std::min(kScaleBlockK, g.k - k_begin);
       const float* a = plan.a_pack + (kb * plan.num_tiles + tile_index) * kScaleBlockK * Cfg::kMR;
@@ -291,14 +303,13 @@ inline void dot_tile(const ChunkPlan& plan, int64_t tile_index, const uint8_t* b
       float partial[kLanes];
       const Vec sums = sum_each_vector<Vec, kLanes>(sum);
       std::memcpy(partial, &sums, sizeof(partial));
-      const float b_scale_value = b_scale.at(n_begin / kScaleBlockN, kb);
       for (int i = 0; i < kRows; ++i) {
-        const float scale =
-            plan.a_scale.at(row_at(plan.row_index, tile.position + i), kb) * b_scale_value;
+        const float scale = scales[(kb - kb0) * kRows + i];
         for (int64_t c = next - c0; c < kCols; ++c)
           acc[i * kTileN + c0 + c] += partial[i * kCols + c] * scale;
       }
     }
+  }
   }
 }
 
@@ -307,19 +318,21 @@ inline void dot_tile(const ChunkPlan& plan, int64_t tile_index, const uint8_t* b
 template <class Isa, int kRows = TileConfig<Isa>::kDotMaxRows>
 inline void dot_tile_rows(int64_t rows, const ChunkPlan& plan, int64_t tile_index, const uint8_t* b,
                           int64_t b_columns, const ScaleView& b_scale, int64_t n_begin,
-                          int64_t cols, float* acc) {
+                          int64_t cols, float* scales, int64_t scales_capacity, float* acc) {
   if constexpr (kRows > 1) {
     if (rows < kRows) {
       dot_tile_rows<Isa, kRows - 1>(rows, plan, tile_index, b, b_columns, b_scale, n_begin, cols,
-                                    acc);
+                                    scales, scales_capacity, acc);
       return;
     }
   }
   constexpr int kCols = dot_columns<Isa>(kRows);
   if (cols >= kCols)
-    dot_tile<Isa, kRows, kCols>(plan, tile_index, b, b_columns, b_scale, n_begin, cols, acc);
+    dot_tile<Isa, kRows, kCols>(plan, tile_index, b, b_columns, b_scale, n_begin, cols, scales,
+                                scales_capacity, acc);
   else
-    dot_tile<Isa, kRows, 1>(plan, tile_index, b, b_columns, b_scale, n_begin, cols, acc);
+    dot_tile<Isa, kRows, 1>(plan, tile_index, b, b_columns, b_scale, n_begin, cols, scales,
+                            scales_capacity, acc);
 }
 
 // Strips of kNR columns one micro-kernel call covers: a row's partials are chains of dependent FMAs
@@ -479,7 +492,7 @@ inline void run_task(const ChunkPlan& plan, int64_t task, float* scratch) {
   const ScaleView b_scale = plan.b_scale.offset(piece.group * g.b_scale_stride_group);
   if (plan.tiles[tile_begin].dot)
     dot_tile_rows<Isa>(rows, plan, tile_begin, b_bytes + n_begin * g.b_stride_n, g.n - n_begin,
-                       b_scale, n_begin, cols, acc);
+                       b_scale, n_begin, cols, b_pack, kTileN * kScaleBlockK, acc);
   else
     panel_tiles<Isa>(plan, tile_begin, tile_end, b_bytes, b_scale, n_begin, cols, b_pack, acc);
 
