@@ -251,65 +251,66 @@ inline void dot_tile(const ChunkPlan& plan, int64_t tile_index, const uint8_t* b
   // every column group.
   const int64_t window = std::max<int64_t>(1, scales_capacity / kRows);
   for (int64_t kb0 = 0; kb0 < plan.k_blocks; kb0 += window) {
-  const int64_t kb1 = std::min(plan.k_blocks, kb0 + window);
-  for (int64_t kb = kb0; kb < kb1; ++kb) {
-    const float b_scale_value = b_scale.at(n_begin / kScaleBlockN, kb);
-    for (int i = 0; i < kRows; ++i)
-      scales[(kb - kb0) * kRows + i] =
-          plan.a_scale.at(row_at(plan.row_index, tile.position + i), kb) * b_scale_value;
-  }
-  const int64_t window_bytes = std::min(g.k, kb1 * kScaleBlockK) - kb0 * kScaleBlockK;
-  for (int64_t next = 0; next < cols; next += kCols) {
-    // The last group overlaps the one before instead of running past the last column; only its
-    // new columns are written.
-    const int64_t c0 = std::min(next, cols - kCols);
-    const uint8_t* first_column = b + c0 * g.b_stride_n;
-    const int64_t next_group = c0 + kCols;
-    RowPrefetch prefetch(b + next_group * g.b_stride_n + kb0 * kScaleBlockK, g.b_stride_n,
-                         std::clamp<int64_t>(b_columns - next_group, 0, kCols), window_bytes,
-                         ceil_div(window_bytes, static_cast<int64_t>(kLanes)));
+    const int64_t kb1 = std::min(plan.k_blocks, kb0 + window);
     for (int64_t kb = kb0; kb < kb1; ++kb) {
-      const int64_t k_begin = kb * kScaleBlockK;
-      const int64_t k_len = std::min(kScaleBlockK, g.k - k_begin);
-      const float* a = plan.a_pack + (kb * plan.num_tiles + tile_index) * kScaleBlockK * Cfg::kMR;
-      Vec sum[kLanes] = {};
-      const auto accumulate = [&](int64_t k, auto&& b_vector) {
-        prefetch.step();
-        Vec a_vector[kRows];
-#pragma GCC unroll 16
-        for (int i = 0; i < kRows; ++i)
-          std::memcpy(&a_vector[i], a + i * kScaleBlockK + k, sizeof(Vec));
-#pragma GCC unroll 16
-        for (int c = 0; c < kCols; ++c) {
-          const Vec b_value = b_vector(c);
-#pragma GCC unroll 16
-          for (int i = 0; i < kRows; ++i) sum[i * kCols + c] += b_value * a_vector[i];
+      const float b_scale_value = b_scale.at(n_begin / kScaleBlockN, kb);
+      for (int i = 0; i < kRows; ++i)
+        scales[(kb - kb0) * kRows + i] =
+            plan.a_scale.at(row_at(plan.row_index, tile.position + i), kb) * b_scale_value;
+    }
+    const int64_t window_bytes = std::min(g.k, kb1 * kScaleBlockK) - kb0 * kScaleBlockK;
+    for (int64_t next = 0; next < cols; next += kCols) {
+      // The last group overlaps the one before instead of running past the last column; only its
+      // new columns are written.
+      const int64_t c0 = std::min(next, cols - kCols);
+      const uint8_t* first_column = b + c0 * g.b_stride_n;
+      const int64_t next_group = c0 + kCols;
+      RowPrefetch prefetch(b + next_group * g.b_stride_n + kb0 * kScaleBlockK, g.b_stride_n,
+                           std::clamp<int64_t>(b_columns - next_group, 0, kCols), window_bytes,
+                           ceil_div(window_bytes, static_cast<int64_t>(kLanes)));
+      for (int64_t kb = kb0; kb < kb1; ++kb) {
+        const int64_t k_begin = kb * kScaleBlockK;
+        const int64_t k_len = std::min(kScaleBlockK, g.k - k_begin);
+        const float* a = plan.a_pack + (kb * plan.num_tiles + tile_index) * kScaleBlockK * Cfg::kMR;
+        Vec sum[kLanes] = {};
+        const auto accumulate = [&](int64_t k, auto&& b_vector) {
+          prefetch.step();
+          Vec a_vector[kRows];
+  #pragma GCC unroll 16
+          for (int i = 0; i < kRows; ++i)
+            std::memcpy(&a_vector[i], a + i * kScaleBlockK + k, sizeof(Vec));
+  #pragma GCC unroll 16
+          for (int c = 0; c < kCols; ++c) {
+            const Vec b_value = b_vector(c);
+  #pragma GCC unroll 16
+            for (int i = 0; i < kRows; ++i) sum[i * kCols + c] += b_value * a_vector[i];
+          }
+        };
+        const int64_t vector_k = k_len / kLanes * kLanes;
+        for (int64_t k = 0; k < vector_k; k += kLanes)
+          accumulate(k, [&](int c) {
+            return decode_operand_vector<Isa>(first_column + c * g.b_stride_n + k_begin + k,
+                                              *plan.b_decoder);
+          });
+        if (vector_k < k_len) {
+          // The ragged K end: B's last bytes in a zeroed vector's worth (A is zero past k_len).
+          accumulate(vector_k, [&](int c) {
+            uint8_t tail[kLanes] = {};
+            std::memcpy(tail, first_column + c * g.b_stride_n + k_begin + vector_k,
+                        k_len - vector_k);
+            return decode_operand_vector<Isa>(tail, *plan.b_decoder);
+          });
         }
-      };
-      const int64_t vector_k = k_len / kLanes * kLanes;
-      for (int64_t k = 0; k < vector_k; k += kLanes)
-        accumulate(k, [&](int c) {
-          return decode_operand_vector<Isa>(first_column + c * g.b_stride_n + k_begin + k,
-                                            *plan.b_decoder);
-        });
-      if (vector_k < k_len) {
-        // The ragged K end: B's last bytes in a zeroed vector's worth (A is zero past k_len).
-        accumulate(vector_k, [&](int c) {
-          uint8_t tail[kLanes] = {};
-          std::memcpy(tail, first_column + c * g.b_stride_n + k_begin + vector_k, k_len - vector_k);
-          return decode_operand_vector<Isa>(tail, *plan.b_decoder);
-        });
-      }
-      float partial[kLanes];
-      const Vec sums = sum_each_vector<Vec, kLanes>(sum);
-      std::memcpy(partial, &sums, sizeof(partial));
-      for (int i = 0; i < kRows; ++i) {
-        const float scale = scales[(kb - kb0) * kRows + i];
-        for (int64_t c = next - c0; c < kCols; ++c)
-          acc[i * kTileN + c0 + c] += partial[i * kCols + c] * scale;
+        float partial[kLanes];
+        const Vec sums = sum_each_vector<Vec, kLanes>(sum);
+        std::memcpy(partial, &sums, sizeof(partial));
+        for (int i = 0; i < kRows; ++i) {
+          const float scale = scales[(kb - kb0) * kRows + i];
+          for (int64_t c = next - c0; c < kCols; ++c)
+            acc[i * kTileN + c0 + c] += partial[i * kCols + c] * scale;
+        }
       }
     }
-  }
   }
 }
 
