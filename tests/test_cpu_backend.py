@@ -80,6 +80,15 @@ def test_few_rows(kernel, m, n, k):
     assert_close_gemm(run(kernel, a, b, a_scale, b_scale), reference_gemm(a, b, a_scale, b_scale), min_ref)
 
 
+@pytest.mark.parametrize("m", [1, 2])
+def test_few_rows_long_k(kernel, m):
+    # Past 2^20 K the dot kernel's promotion factors come in several windows of K blocks
+    # (scratch of 64 x 128 floats over m rows).
+    k = (1 << 20) + 200
+    a, b, a_scale, b_scale = make_inputs(m, 9, k, seed=m)
+    assert_close_gemm(run(kernel, a, b, a_scale, b_scale), reference_gemm(a, b, a_scale, b_scale))
+
+
 def test_rows_across_chunks(kernel):
     m, n, k = CHUNK_ROWS + 37, 70, 256
     a, b, a_scale, b_scale = make_inputs(m, n, k, seed=7)
