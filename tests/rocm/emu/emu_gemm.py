@@ -209,6 +209,8 @@ ACCUMULATION = 2e-6
 
 
 def mismatches(c: torch.Tensor, ref: torch.Tensor, bound: torch.Tensor) -> torch.Tensor:
-    """Boolean [m, n]: where c is outside rounding(format) * |ref| + ACCUMULATION * bound."""
-    tolerance = ROUNDING[c.dtype] * ref.abs() + ACCUMULATION * bound + 1e-30
+    """Boolean [m, n]: where c is outside rounding(format) * |ref| + ACCUMULATION * bound, plus half the
+    format's subnormal spacing (an output below its smallest normal rounds on that absolute grid)."""
+    subnormal_spacing = torch.finfo(c.dtype).tiny * torch.finfo(c.dtype).eps
+    tolerance = ROUNDING[c.dtype] * ref.abs() + ACCUMULATION * bound + 0.5 * subnormal_spacing + 1e-30
     return ~((c.double() - ref).abs() <= tolerance)
