@@ -45,7 +45,7 @@ export GEMM_CUDA_SHIM="$LIB"
 step check 150 python3 scripts/cuda/tune.py "$LIB" --check
 step gpu_tests 360 python3 -m pytest -q -m "not slow" -p no:cacheprovider tests/cuda tests/test_gemm.py \
   tests/test_quant.py tests/test_compile.py tests/test_reference.py tests/test_ops.py tests/test_matmul.py \
-  tests/test_grouped.py
+  tests/test_grouped.py tests/test_random_calls.py
 step error_tests 60 python3 -m pytest -q -p no:cacheprovider tests/test_errors.py
 step slow_tests 120 python3 -m pytest -q -m slow -p no:cacheprovider tests/cuda
 step sanitizer 120 bash scripts/cuda/run_sanitizer.sh "$LOG/sanitizer.txt"
