@@ -3,7 +3,9 @@ edges (M = 0-9 rows, where the CPU runs its dot kernel, ragged N and K around th
 and 128-block boundaries), operand and scale layouts from strides (contiguous, transposed storage,
 padded rows, slices of a larger tensor), both FP8 formats where the device takes them, fp32 and UE8M0
 scales, every output dtype. Each call is checked against the float64 reference; a narrow output must
-be the fp32 output rounded; matmul_2d must equal quantize + gemm bit for bit.
+be the fp32 output rounded (bit for bit on the CPU, whose kernel is the same for every output format;
+within an output ulp where a GPU planner may pick another plan for it); matmul_2d must equal
+quantize + gemm bit for bit.
 """
 
 from __future__ import annotations
@@ -66,7 +68,15 @@ def _dense(kernel, device, rng, gen, fp8_dtypes):
     b_scale = _layout(b_scale, rng)
     out_dtype = rng.choice(OUT_DTYPES)
     exact = kernel.gemm(a, b, a_scale, b_scale, out_dtype=torch.float32)
-    assert torch.equal(kernel.gemm(a, b, a_scale, b_scale, out_dtype=out_dtype), exact.to(out_dtype))
+    narrow = kernel.gemm(a, b, a_scale, b_scale, out_dtype=out_dtype)
+    if device == "cpu":
+        assert torch.equal(narrow, exact.to(out_dtype))
+    elif m:
+        rounded = exact.to(out_dtype).float()
+        eps = torch.finfo(out_dtype).eps
+        finite = rounded[rounded.isfinite()]
+        atol = eps * finite.abs().max().item() if finite.numel() else 0.0
+        torch.testing.assert_close(narrow.float(), rounded, rtol=2 * eps, atol=atol, equal_nan=True)
     if m:
         assert_close_gemm(exact, reference_gemm(a, b, a_scale.float(), b_scale.float()), _min_ref(k))
 
